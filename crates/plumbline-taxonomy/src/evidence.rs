@@ -1,0 +1,156 @@
+//! What made a rule fire (C21: evidence never changes severity or rules).
+
+use serde::Serialize;
+
+use crate::json::Value;
+use crate::patterns::PatternKind;
+use crate::severity::{RuleId, Severity};
+
+/// The result of classifying one tool change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classification {
+    /// The highest severity among the fired rules; `NONE` when none fired.
+    pub severity: Severity,
+    /// The fired rules, sorted, without duplicates.
+    pub rules: Vec<RuleId>,
+    /// Why each rule fired, ordered by rule and then by pointer.
+    pub evidence: Vec<Evidence>,
+}
+
+/// One reason a rule fired.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    pub rule: RuleId,
+    /// The RFC 6901 pointer of the value that made the rule fire.
+    pub pointer: String,
+    #[serde(flatten)]
+    pub detail: Detail,
+}
+
+/// The typed facts behind a fired rule; messages are rendered from them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Detail {
+    /// R01: an invisible or bidi code point new in the field.
+    InvisibleCodePoint {
+        /// `U+XXXX`.
+        code_point: String,
+        name: &'static str,
+    },
+    /// R01: the HTML/XML comment marker `<!--` new in the field.
+    CommentMarker { text: String },
+    /// R02: a listed imperative phrase; R05: `mcp://` or a fixed phrase.
+    Phrase {
+        /// The phrase as listed.
+        phrase: String,
+        /// The text as it stands in the field (its case may differ).
+        text: String,
+    },
+    /// R05: a `server/tool` token.
+    ServerToolReference { text: String },
+    /// R03: a match of one of the five patterns, new to the tool.
+    Pattern { pattern: PatternKind, text: String },
+    /// R04: a name newly required, by clause of C15.
+    Required {
+        name: Value,
+        clause: RequiredClause,
+    },
+    /// R06: a property newly added and not required.
+    OptionalProperty { name: String },
+    /// R07: a watched annotation moved toward greater capability.
+    Annotation {
+        key: String,
+        /// The old value, absent when the key (or `annotations`) was absent.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<Value>,
+        new: bool,
+    },
+    /// R08: the description's word-level distance is at least 0.20.
+    DescriptionRewrite {
+        old_words: usize,
+        new_words: usize,
+        /// The edit distance is at least this (`⌊(denom − 1)/5⌋ + 1`, the
+        /// smallest count with `edits × 5 ≥ denom`).
+        min_edits: usize,
+    },
+    /// R09: one cosmetic change and why it is cosmetic.
+    Cosmetic {
+        reason: CosmeticReason,
+        /// Word edits, when the distance branch applied.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        edits: Option<usize>,
+        denom: usize,
+    },
+}
+
+/// Which clause of C15 made R04 fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequiredClause {
+    /// (1) an `Added` change at `/inputSchema/required/<n>`.
+    AddedEntry,
+    /// (2) a value in the new `required` array absent from the old one.
+    NewMember,
+    /// (3) a newly added property whose name is required.
+    NewRequiredProperty,
+}
+
+/// Why R09 found a change cosmetic (C19).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CosmeticReason {
+    /// Word-level distance below 0.20.
+    SmallWordDistance,
+    /// Equal after lowercasing and keeping only letters and digits.
+    AlnumFoldEqual,
+}
+
+impl Evidence {
+    /// A one-line, human description of this evidence. Server-supplied text
+    /// is included as is: callers sanitise it for their medium.
+    pub fn message(&self) -> String {
+        match &self.detail {
+            Detail::InvisibleCodePoint { code_point, name } => {
+                format!("invisible code point {code_point} {name}")
+            }
+            Detail::CommentMarker { text } => format!("comment marker {text:?}"),
+            Detail::Phrase { phrase, text } if phrase == text => format!("phrase {phrase:?}"),
+            Detail::Phrase { phrase, text } => format!("phrase {phrase:?} (as {text:?})"),
+            Detail::ServerToolReference { text } => format!("server/tool reference {text:?}"),
+            Detail::Pattern { pattern, text } => format!("new {} {text:?}", pattern.describe()),
+            Detail::Required { name, clause } => {
+                let how = match clause {
+                    RequiredClause::AddedEntry => "entry added to required",
+                    RequiredClause::NewMember => "newly required",
+                    RequiredClause::NewRequiredProperty => "new property, required",
+                };
+                format!("{how}: {name}")
+            }
+            Detail::OptionalProperty { name } => format!("new optional property {name:?}"),
+            Detail::Annotation { key, old, new } => match old {
+                Some(old) => format!("{key}: {old} → {new}"),
+                None => format!("{key}: absent → {new}"),
+            },
+            Detail::DescriptionRewrite {
+                old_words,
+                new_words,
+                min_edits,
+            } => format!(
+                "description rewritten: ≥ {min_edits} word edits over {} words (≥ 0.20)",
+                old_words.max(new_words)
+            ),
+            Detail::Cosmetic {
+                reason: CosmeticReason::SmallWordDistance,
+                edits,
+                denom,
+            } => format!(
+                "cosmetic: {} word edits over {denom} words (< 0.20)",
+                edits.unwrap_or(0)
+            ),
+            Detail::Cosmetic {
+                reason: CosmeticReason::AlnumFoldEqual,
+                ..
+            } => "cosmetic: only case, punctuation or white space differ".to_owned(),
+        }
+    }
+}

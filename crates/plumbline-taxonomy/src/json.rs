@@ -1,0 +1,689 @@
+//! A strict RFC 8259 JSON reader with the input rules of taxonomy-v1
+//! (clarifications C1–C3).
+//!
+//! We do not use `serde_json::Value` for classification because its
+//! semantics differ from the Go reference in ways that change results:
+//! it keeps integers and floats apart (`1` ≠ `1.0`, C2), rejects escaped
+//! lone surrogates instead of decoding them to U+FFFD (C1), and has a fixed
+//! recursion limit of 128 where C1 classifies up to 1,000 levels.
+//!
+//! The reader never panics and never recurses deeper than
+//! [`MAX_DEPTH`], so hostile input cannot overflow the stack.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Deepest nesting that is classified; the root object is level 1 (C1).
+pub const MAX_DEPTH: usize = 1000;
+
+/// A parsed JSON value with the comparison semantics of taxonomy-v1.
+///
+/// Objects are unordered maps (spec 1.1): a `BTreeMap` keeps every
+/// iteration, and so every output, deterministic. Numbers are IEEE-754
+/// doubles, so `1`, `1.0` and `1e0` are the same value (C2). The derived
+/// equality is the "same JSON value" of the spec: NaN cannot occur.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Number(f64),
+    String(String),
+    Array(Vec<Value>),
+    Object(BTreeMap<String, Value>),
+}
+
+impl Value {
+    /// The JSON type's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Number(_) => "a number",
+            Value::String(_) => "a string",
+            Value::Array(_) => "an array",
+            Value::Object(_) => "an object",
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_object(&self) -> Option<&BTreeMap<String, Value>> {
+        match self {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Value]> {
+        match self {
+            Value::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The member `key` of an object; `None` for a missing key or a non-object.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_object().and_then(|m| m.get(key))
+    }
+
+    /// Compact JSON text with keys in sorted order. Used for evidence; the
+    /// bytes are deterministic for equal values.
+    pub fn to_json(&self) -> String {
+        let mut out = String::new();
+        write_json(self, &mut out);
+        out
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_json())
+    }
+}
+
+fn write_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(*n, out),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_json(item, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_number(n: f64, out: &mut String) {
+    use std::fmt::Write;
+    // Shortest round-trip digits; plain notation in the range JavaScript
+    // prints plainly, exponent notation outside it. `-0` prints as `0`.
+    let n = if n == 0.0 { 0.0 } else { n };
+    if n == 0.0 || (1e-6..1e21).contains(&n.abs()) {
+        let _ = write!(out, "{n}");
+    } else {
+        let _ = write!(out, "{n:e}");
+    }
+}
+
+/// Writes `s` as a JSON string literal, escaping what JSON requires.
+pub fn write_string(s: &str, out: &mut String) {
+    use std::fmt::Write;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+impl serde::Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            // Integral doubles serialise as integers, as they were most
+            // likely written.
+            Value::Number(n) if n.fract() == 0.0 && n.abs() < 9.007_199_254_740_992e15 => {
+                s.serialize_i64(*n as i64)
+            }
+            Value::Number(n) => s.serialize_f64(*n),
+            Value::String(t) => s.serialize_str(t),
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut m = s.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+        }
+    }
+}
+
+/// What is wrong with a JSON input, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line of the offending byte.
+    pub line: usize,
+    /// 1-based column, counted in characters.
+    pub column: usize,
+    /// 0-based byte offset.
+    pub offset: usize,
+    pub kind: ParseErrorKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    ByteOrderMark,
+    InvalidUtf8,
+    Empty,
+    UnexpectedEnd,
+    UnexpectedCharacter(char),
+    ControlCharacterInString,
+    InvalidEscape,
+    InvalidNumber,
+    NumberOutOfRange,
+    TooDeep,
+    TrailingCharacters,
+    /// The document is valid JSON but not an object (C1: a tool is an object).
+    NotAnObject(&'static str),
+}
+
+impl fmt::Display for ParseErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseErrorKind::ByteOrderMark => {
+                f.write_str("a byte-order mark (U+FEFF) starts the input; JSON text must not begin with one")
+            }
+            ParseErrorKind::InvalidUtf8 => f.write_str("invalid UTF-8"),
+            ParseErrorKind::Empty => f.write_str("no JSON value (the input is empty)"),
+            ParseErrorKind::UnexpectedEnd => f.write_str("unexpected end of input"),
+            ParseErrorKind::UnexpectedCharacter(c) => {
+                write!(f, "unexpected character {}", crate::sanitize::escape_char_for_message(*c))
+            }
+            ParseErrorKind::ControlCharacterInString => {
+                f.write_str("unescaped control character in a string")
+            }
+            ParseErrorKind::InvalidEscape => f.write_str("invalid escape sequence in a string"),
+            ParseErrorKind::InvalidNumber => f.write_str("invalid number"),
+            ParseErrorKind::NumberOutOfRange => {
+                f.write_str("number out of the range of a double (IEEE-754 binary64)")
+            }
+            ParseErrorKind::TooDeep => {
+                write!(f, "nesting deeper than {MAX_DEPTH} levels")
+            }
+            ParseErrorKind::TrailingCharacters => {
+                f.write_str("unexpected data after the JSON value")
+            }
+            ParseErrorKind::NotAnObject(found) => {
+                write!(f, "expected a JSON object (an MCP tool), found {found}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}, column {}: {}", self.line, self.column, self.kind)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses one JSON document.
+pub fn parse(input: &[u8]) -> Result<Value, ParseError> {
+    if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return Err(error_at(input, 0, ParseErrorKind::ByteOrderMark));
+    }
+    let text = match std::str::from_utf8(input) {
+        Ok(t) => t,
+        Err(e) => return Err(error_at(input, e.valid_up_to(), ParseErrorKind::InvalidUtf8)),
+    };
+    let mut p = Parser {
+        bytes: text.as_bytes(),
+        text,
+        pos: 0,
+    };
+    p.skip_ws();
+    if p.pos == p.bytes.len() {
+        return Err(error_at(input, p.pos, ParseErrorKind::Empty));
+    }
+    let value = p.value(0).map_err(|(pos, kind)| error_at(input, pos, kind))?;
+    p.skip_ws();
+    if p.pos != p.bytes.len() {
+        return Err(error_at(input, p.pos, ParseErrorKind::TrailingCharacters));
+    }
+    Ok(value)
+}
+
+/// Parses one JSON document that must be an object: an MCP tool (C1).
+pub fn parse_tool(input: &[u8]) -> Result<Value, ParseError> {
+    let value = parse(input)?;
+    if let Value::Object(_) = value {
+        Ok(value)
+    } else {
+        // Point at the first byte of the value.
+        let start = input
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(0);
+        Err(error_at(input, start, ParseErrorKind::NotAnObject(value.kind())))
+    }
+}
+
+fn error_at(input: &[u8], offset: usize, kind: ParseErrorKind) -> ParseError {
+    let offset = offset.min(input.len());
+    let before = &input[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    // Count characters, not bytes: skip UTF-8 continuation bytes.
+    let column = before[line_start..]
+        .iter()
+        .filter(|&&b| (b & 0xC0) != 0x80)
+        .count()
+        + 1;
+    ParseError {
+        line,
+        column,
+        offset,
+        kind,
+    }
+}
+
+type PResult<T> = Result<T, (usize, ParseErrorKind)>;
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    text: &'a str,
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn unexpected(&self) -> (usize, ParseErrorKind) {
+        match self.text.get(self.pos..).and_then(|s| s.chars().next()) {
+            Some(c) => (self.pos, ParseErrorKind::UnexpectedCharacter(c)),
+            None => (self.pos, ParseErrorKind::UnexpectedEnd),
+        }
+    }
+
+    /// `depth` is the number of containers already open around this value.
+    fn value(&mut self, depth: usize) -> PResult<Value> {
+        match self.bytes.get(self.pos) {
+            None => Err((self.pos, ParseErrorKind::UnexpectedEnd)),
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => Ok(Value::String(self.string()?)),
+            Some(b't') => self.literal("true", Value::Bool(true)),
+            Some(b'f') => self.literal("false", Value::Bool(false)),
+            Some(b'n') => self.literal("null", Value::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.unexpected()),
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Value) -> PResult<Value> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            // Point at the first byte that differs.
+            let mut at = self.pos;
+            for &b in word.as_bytes() {
+                if self.bytes.get(at) != Some(&b) {
+                    break;
+                }
+                at += 1;
+            }
+            self.pos = at;
+            Err(self.unexpected())
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> PResult<Value> {
+        if depth > MAX_DEPTH {
+            return Err((self.pos, ParseErrorKind::TooDeep));
+        }
+        self.pos += 1; // '{'
+        let mut map = BTreeMap::new();
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+            return Ok(Value::Object(map));
+        }
+        loop {
+            self.skip_ws();
+            if self.bytes.get(self.pos) != Some(&b'"') {
+                return Err(self.unexpected());
+            }
+            let key = self.string()?;
+            self.skip_ws();
+            if self.bytes.get(self.pos) != Some(&b':') {
+                return Err(self.unexpected());
+            }
+            self.pos += 1;
+            self.skip_ws();
+            let value = self.value(depth)?;
+            // Duplicate keys: the last one wins (C1), as in Go.
+            map.insert(key, value);
+            self.skip_ws();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(map));
+                }
+                _ => return Err(self.unexpected()),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> PResult<Value> {
+        if depth > MAX_DEPTH {
+            return Err((self.pos, ParseErrorKind::TooDeep));
+        }
+        self.pos += 1; // '['
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_ws();
+            items.push(self.value(depth)?);
+            self.skip_ws();
+            match self.bytes.get(self.pos) {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(self.unexpected()),
+            }
+        }
+    }
+
+    fn number(&mut self) -> PResult<Value> {
+        let start = self.pos;
+        let b = self.bytes;
+        let mut i = self.pos;
+        if b.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                while let Some(b'0'..=b'9') = b.get(i) {
+                    i += 1;
+                }
+            }
+            _ => return Err((i, ParseErrorKind::InvalidNumber)),
+        }
+        if b.get(i) == Some(&b'.') {
+            i += 1;
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                return Err((i, ParseErrorKind::InvalidNumber));
+            }
+            while let Some(b'0'..=b'9') = b.get(i) {
+                i += 1;
+            }
+        }
+        if let Some(b'e' | b'E') = b.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = b.get(i) {
+                i += 1;
+            }
+            if !matches!(b.get(i), Some(b'0'..=b'9')) {
+                return Err((i, ParseErrorKind::InvalidNumber));
+            }
+            while let Some(b'0'..=b'9') = b.get(i) {
+                i += 1;
+            }
+        }
+        self.pos = i;
+        // The slice is ASCII digits and signs, so it is valid UTF-8 and a
+        // valid Rust float literal; parse rounds correctly, as Go does.
+        let n: f64 = self.text[start..i]
+            .parse()
+            .map_err(|_| (start, ParseErrorKind::InvalidNumber))?;
+        if n.is_finite() {
+            Ok(Value::Number(n))
+        } else {
+            Err((start, ParseErrorKind::NumberOutOfRange))
+        }
+    }
+
+    /// Reads a string literal starting at the opening quote.
+    fn string(&mut self) -> PResult<String> {
+        self.pos += 1; // opening quote
+        let start = self.pos;
+        // Fast path: no escapes.
+        let mut i = start;
+        while let Some(&c) = self.bytes.get(i) {
+            match c {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(self.text[start..i].to_owned());
+                }
+                b'\\' => break,
+                0x00..=0x1F => return Err((i, ParseErrorKind::ControlCharacterInString)),
+                _ => i += 1,
+            }
+        }
+        let mut out = String::with_capacity(i - start + 16);
+        out.push_str(&self.text[start..i]);
+        loop {
+            let Some(&c) = self.bytes.get(i) else {
+                return Err((i, ParseErrorKind::UnexpectedEnd));
+            };
+            match c {
+                b'"' => {
+                    self.pos = i + 1;
+                    return Ok(out);
+                }
+                b'\\' => {
+                    let esc = i;
+                    let Some(&e) = self.bytes.get(i + 1) else {
+                        return Err((i + 1, ParseErrorKind::UnexpectedEnd));
+                    };
+                    i += 2;
+                    match e {
+                        b'"' => out.push('"'),
+                        b'\\' => out.push('\\'),
+                        b'/' => out.push('/'),
+                        b'b' => out.push('\u{8}'),
+                        b'f' => out.push('\u{c}'),
+                        b'n' => out.push('\n'),
+                        b'r' => out.push('\r'),
+                        b't' => out.push('\t'),
+                        b'u' => {
+                            let first = self.hex4(i).ok_or((esc, ParseErrorKind::InvalidEscape))?;
+                            i += 4;
+                            if (0xD800..0xE000).contains(&first) {
+                                // A surrogate: only a high surrogate followed by an
+                                // escaped low surrogate forms a pair. Anything else
+                                // decodes to U+FFFD and the next escape is read on
+                                // its own, as Go's encoding/json does (C1).
+                                let low = if first < 0xDC00 && self.bytes.get(i) == Some(&b'\\') && self.bytes.get(i + 1) == Some(&b'u') {
+                                    self.hex4(i + 2).filter(|l| (0xDC00..0xE000).contains(l))
+                                } else {
+                                    None
+                                };
+                                match low {
+                                    Some(low) => {
+                                        i += 6;
+                                        let cp = 0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00);
+                                        out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
+                                    }
+                                    None => out.push('\u{FFFD}'),
+                                }
+                            } else {
+                                out.push(char::from_u32(first).unwrap_or('\u{FFFD}'));
+                            }
+                        }
+                        _ => return Err((esc, ParseErrorKind::InvalidEscape)),
+                    }
+                }
+                0x00..=0x1F => return Err((i, ParseErrorKind::ControlCharacterInString)),
+                _ => {
+                    // Copy the run up to the next quote, backslash or control.
+                    let run_start = i;
+                    while let Some(&c) = self.bytes.get(i) {
+                        if c == b'"' || c == b'\\' || c < 0x20 {
+                            break;
+                        }
+                        i += 1;
+                    }
+                    // Runs end at ASCII bytes, so they are char boundaries.
+                    out.push_str(&self.text[run_start..i]);
+                }
+            }
+        }
+    }
+
+    fn hex4(&self, at: usize) -> Option<u32> {
+        let digits = self.bytes.get(at..at + 4)?;
+        let mut v = 0u32;
+        for &d in digits {
+            v = v * 16 + (d as char).to_digit(16)?;
+        }
+        Some(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Value, ParseError> {
+        parse(s.as_bytes())
+    }
+
+    #[test]
+    fn numbers_compare_as_doubles() {
+        assert_eq!(p("1").unwrap(), p("1.0").unwrap());
+        assert_eq!(p("1").unwrap(), p("1e0").unwrap());
+        assert_eq!(p("-0").unwrap(), p("0").unwrap());
+        assert_eq!(p("9007199254740993").unwrap(), p("9007199254740992").unwrap());
+        assert_ne!(p("1").unwrap(), p("1.5").unwrap());
+    }
+
+    #[test]
+    fn out_of_range_number_is_an_error() {
+        assert_eq!(p("1e400").unwrap_err().kind, ParseErrorKind::NumberOutOfRange);
+        assert_eq!(p("1e-400").unwrap(), Value::Number(0.0));
+    }
+
+    #[test]
+    fn duplicate_keys_last_one_wins() {
+        let v = p(r#"{"a":1,"a":2}"#).unwrap();
+        assert_eq!(v.get("a"), Some(&Value::Number(2.0)));
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement_characters() {
+        assert_eq!(p(r#""\ud800""#).unwrap(), Value::String("\u{FFFD}".into()));
+        assert_eq!(p(r#""\udc00x""#).unwrap(), Value::String("\u{FFFD}x".into()));
+        assert_eq!(p(r#""\ud800\u0041""#).unwrap(), Value::String("\u{FFFD}A".into()));
+        assert_eq!(
+            p(r#""\ud800\ud83d\ude00""#).unwrap(),
+            Value::String("\u{FFFD}\u{1F600}".into())
+        );
+        assert_eq!(p(r#""\ud83d\ude00""#).unwrap(), Value::String("\u{1F600}".into()));
+    }
+
+    #[test]
+    fn escapes_decode() {
+        assert_eq!(
+            p(r#""a\"\\\/\b\f\n\r\t\u00e9""#).unwrap(),
+            Value::String("a\"\\/\u{8}\u{c}\n\r\té".into())
+        );
+    }
+
+    #[test]
+    fn depth_limit_is_an_error_not_a_crash() {
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(p(&ok).is_ok());
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert_eq!(p(&deep).unwrap_err().kind, ParseErrorKind::TooDeep);
+        let very_deep = "[".repeat(1_000_000);
+        assert_eq!(p(&very_deep).unwrap_err().kind, ParseErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = p("{\n  \"a\": tru\n}").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 11));
+        let e = p("{\"é\": x}").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 7));
+        assert_eq!(e.kind, ParseErrorKind::UnexpectedCharacter('x'));
+    }
+
+    #[test]
+    fn rejects_what_rfc_8259_rejects() {
+        for bad in [
+            "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "1e", "\"\t\"", "'a'",
+            "{a:1}", "[1 2]", "nul", "\"\\x\"", "\"\\u12\"", "1 2", "NaN", "Infinity",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn bom_and_invalid_utf8_are_errors() {
+        assert_eq!(
+            parse(b"\xEF\xBB\xBF{}").unwrap_err().kind,
+            ParseErrorKind::ByteOrderMark
+        );
+        let e = parse(b"{\"a\":\"\xff\"}").unwrap_err();
+        assert_eq!(e.kind, ParseErrorKind::InvalidUtf8);
+        assert_eq!(e.offset, 6);
+    }
+
+    #[test]
+    fn tools_must_be_objects() {
+        assert_eq!(
+            parse_tool(b" [1]").unwrap_err().kind,
+            ParseErrorKind::NotAnObject("an array")
+        );
+        assert!(parse_tool(b"{}").is_ok());
+    }
+
+    #[test]
+    fn to_json_is_sorted_and_round_trips() {
+        let v = p(r#"{"b":[1,2.5,"x\n"],"a":{"z":null,"y":true}}"#).unwrap();
+        assert_eq!(v.to_json(), r#"{"a":{"y":true,"z":null},"b":[1,2.5,"x\n"]}"#);
+        assert_eq!(p(&v.to_json()).unwrap(), v);
+    }
+}

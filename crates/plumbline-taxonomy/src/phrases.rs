@@ -1,0 +1,157 @@
+//! The imperative phrase list of R02 (spec 3.1, clarifications C8–C9).
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use crate::text::lower;
+
+/// The phrase list shipped with taxonomy-v1, `taxonomy/imperatives-v1.txt`.
+pub const IMPERATIVES_V1: &str = include_str!("../../../taxonomy/imperatives-v1.txt");
+
+/// A parsed phrase list with a matcher over the C8-lowercased phrases.
+#[derive(Debug, Clone)]
+pub struct PhraseList {
+    /// Phrases as written in the file (trimmed), in file order, deduplicated
+    /// by their lowercase form.
+    phrases: Vec<String>,
+    lowered: Vec<String>,
+    matcher: Option<AhoCorasick>,
+}
+
+impl PhraseList {
+    /// Parses a phrase file: one phrase per line; a line that is empty or
+    /// starts with `#` after trimming white space (Unicode `White_Space`,
+    /// which includes `\r`) is ignored; the phrase is the trimmed line (C9).
+    pub fn parse(text: &str) -> PhraseList {
+        let mut phrases = Vec::new();
+        let mut lowered: Vec<String> = Vec::new();
+        for line in text.split('\n') {
+            let phrase = line.trim_matches(char::is_whitespace);
+            if phrase.is_empty() || phrase.starts_with('#') {
+                continue;
+            }
+            let low = lower(phrase);
+            if lowered.contains(&low) {
+                continue;
+            }
+            phrases.push(phrase.to_owned());
+            lowered.push(low);
+        }
+        let matcher = if lowered.is_empty() {
+            None
+        } else {
+            // Standard semantics, so overlapping matches can all be reported.
+            Some(
+                AhoCorasickBuilder::new()
+                    .match_kind(MatchKind::Standard)
+                    .build(&lowered)
+                    .unwrap_or_else(|e| panic!("building the phrase matcher: {e}")),
+            )
+        };
+        PhraseList {
+            phrases,
+            lowered,
+            matcher,
+        }
+    }
+
+    /// The built-in list, `taxonomy/imperatives-v1.txt`.
+    pub fn imperatives_v1() -> PhraseList {
+        PhraseList::parse(IMPERATIVES_V1)
+    }
+
+    pub fn phrases(&self) -> &[String] {
+        &self.phrases
+    }
+
+    pub fn len(&self) -> usize {
+        self.phrases.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.phrases.is_empty()
+    }
+
+    /// The phrase at `index` as written in the file.
+    pub fn phrase(&self, index: usize) -> &str {
+        &self.phrases[index]
+    }
+
+    /// The phrase at `index` after C8 lowercasing.
+    pub fn lowered(&self, index: usize) -> &str {
+        &self.lowered[index]
+    }
+
+    /// Indices of the phrases that occur in `lowered_text` (already
+    /// lowercased per C8), ascending, each once; with the byte offset of
+    /// its first occurrence.
+    pub fn find_in(&self, lowered_text: &str) -> Vec<(usize, usize)> {
+        let Some(matcher) = &self.matcher else {
+            return Vec::new();
+        };
+        let mut first: Vec<Option<usize>> = vec![None; self.lowered.len()];
+        for m in matcher.find_overlapping_iter(lowered_text) {
+            let slot = &mut first[m.pattern().as_usize()];
+            if slot.is_none() {
+                *slot = Some(m.start());
+            }
+        }
+        first
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, at)| at.map(|at| (i, at)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_blank_lines_and_white_space_are_skipped() {
+        let list = PhraseList::parse("# c\n\n  you must \r\n\t# also\nDo Not Tell\ndo not tell\n\u{a0}x\u{a0}\n");
+        assert_eq!(list.phrases(), ["you must", "Do Not Tell", "x"]);
+        assert_eq!(list.lowered(1), "do not tell");
+    }
+
+    #[test]
+    fn overlapping_phrases_are_all_found() {
+        let list = PhraseList::parse("ignore previous instructions\nprevious\nignore all previous instructions\n");
+        assert_eq!(list.find_in("please ignore previous instructions"), vec![(0, 7), (1, 14)]);
+    }
+
+    #[test]
+    fn the_built_in_list_holds_the_v1_minimum() {
+        let list = PhraseList::imperatives_v1();
+        for phrase in [
+            "ignore previous instructions",
+            "ignore all previous instructions",
+            "ignore prior instructions",
+            "disregard previous instructions",
+            "disregard all previous",
+            "forget previous instructions",
+            "do not tell",
+            "don't tell",
+            "do not mention",
+            "don't mention",
+            "do not reveal",
+            "do not inform",
+            "never tell",
+            "never mention",
+            "without telling",
+            "without informing",
+            "keep this secret",
+            "secretly",
+            "the user must not",
+            "you must",
+            "you are required to",
+            "<important>",
+            "before using this tool",
+        ] {
+            assert!(
+                list.phrases().iter().any(|p| p == phrase),
+                "imperatives-v1.txt lacks the v1 minimum phrase {phrase:?}"
+            );
+        }
+    }
+}

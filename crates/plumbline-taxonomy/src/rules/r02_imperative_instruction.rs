@@ -1,0 +1,48 @@
+//! R02 — CRITICAL — New imperative instruction to the model (spec 4.2, C8, C12).
+#![doc = include_str!("r02_imperative_instruction.md")]
+
+use super::{Context, Found};
+use crate::evidence::{Detail, Evidence};
+use crate::severity::RuleId;
+use crate::text::lower;
+
+pub const DOC: &str = include_str!("r02_imperative_instruction.md");
+
+pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    let mut found = Vec::new();
+    if ctx.phrases.is_empty() {
+        return found;
+    }
+    for f in &ctx.changed_fields {
+        let new_lower = lower(f.new);
+        let in_new = ctx.phrases.find_in(&new_lower);
+        if in_new.is_empty() {
+            continue;
+        }
+        let in_old = ctx.phrases.find_in(&lower(f.old));
+        for (index, at) in in_new {
+            if in_old.iter().any(|(i, _)| *i == index) {
+                continue;
+            }
+            let phrase = ctx.phrases.phrase(index);
+            let len = ctx.phrases.lowered(index).chars().count();
+            found.push(Evidence {
+                rule: RuleId::R02,
+                pointer: f.pointer.clone(),
+                detail: Detail::Phrase {
+                    phrase: phrase.to_owned(),
+                    text: original_span(f.new, &new_lower, at, len),
+                },
+            });
+        }
+    }
+    found
+}
+
+/// The text of `original` that lowercases to the `chars` characters of
+/// `lowered` starting at byte `at`. C8 lowercasing maps one code point to
+/// one, so character positions carry over even where byte lengths differ.
+pub(crate) fn original_span(original: &str, lowered: &str, at: usize, chars: usize) -> String {
+    let skip = lowered[..at].chars().count();
+    original.chars().skip(skip).take(chars).collect()
+}

@@ -1,0 +1,88 @@
+//! R04 — HIGH — New required inputSchema property (spec 4.4, C15).
+#![doc = include_str!("r04_new_required_property.md")]
+
+use super::{Context, Found};
+use crate::diff::ChangeKind;
+use crate::evidence::{Detail, Evidence, RequiredClause};
+use crate::json::Value;
+use crate::severity::RuleId;
+
+pub const DOC: &str = include_str!("r04_new_required_property.md");
+
+/// `/inputSchema/required` when it is an array (C15: anything else counts
+/// as empty).
+pub(crate) fn required(tool: &Value) -> Option<&[Value]> {
+    tool.get("inputSchema")?.get("required")?.as_array()
+}
+
+/// Keys of `/inputSchema/properties` of `new` that are not keys of the old
+/// one (C16: a missing or non-object `properties` counts as empty), sorted.
+pub(crate) fn newly_added_properties<'a>(old: &Value, new: &'a Value) -> Vec<&'a str> {
+    let Some(new_props) = properties(new) else {
+        return Vec::new();
+    };
+    let old_props = properties(old);
+    new_props
+        .keys()
+        .filter(|k| !old_props.is_some_and(|o| o.contains_key(*k)))
+        .map(String::as_str)
+        .collect()
+}
+
+fn properties(tool: &Value) -> Option<&std::collections::BTreeMap<String, Value>> {
+    tool.get("inputSchema")?.get("properties")?.as_object()
+}
+
+/// Whether the string `name` is in a `required` array.
+pub(crate) fn is_required(required: Option<&[Value]>, name: &str) -> bool {
+    required.is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)))
+}
+
+pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    let mut found = Vec::new();
+    let new_required = required(ctx.new);
+    let old_required = required(ctx.old).unwrap_or(&[]);
+    let mut push = |pointer: String, name: &Value, clause| {
+        found.push(Evidence {
+            rule: RuleId::R04,
+            pointer,
+            detail: Detail::Required {
+                name: name.clone(),
+                clause,
+            },
+        });
+    };
+    if let Some(new_required) = new_required {
+        // Clause 1: an entry added to the array (this also catches a
+        // duplicate of a name that was already required).
+        for c in ctx.changes {
+            if c.kind == ChangeKind::Added
+                && c.path.len() == 3
+                && c.path[0] == "inputSchema"
+                && c.path[1] == "required"
+                && c.path[2].bytes().all(|b| b.is_ascii_digit())
+            {
+                if let Some(v) = c.new {
+                    push(c.pointer(), v, RequiredClause::AddedEntry);
+                }
+            }
+        }
+        // Clause 2: a value absent from the old array (as JSON values).
+        for (i, v) in new_required.iter().enumerate() {
+            let first = new_required[..i].iter().all(|w| w != v);
+            if first && !old_required.contains(v) {
+                push(format!("/inputSchema/required/{i}"), v, RequiredClause::NewMember);
+            }
+        }
+    }
+    // Clause 3: a newly added property whose name is required, even when
+    // the old array already listed it (spec 4.6: "MUST fire R04").
+    for name in newly_added_properties(ctx.old, ctx.new) {
+        if is_required(new_required, name) {
+            let mut pointer = String::from("/inputSchema/properties");
+            crate::pointer::push_token(&mut pointer, name);
+            push(pointer, &Value::String(name.to_owned()), RequiredClause::NewRequiredProperty);
+        }
+    }
+    found
+}

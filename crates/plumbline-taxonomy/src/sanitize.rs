@@ -1,0 +1,77 @@
+//! Making server-supplied text safe to print in a terminal.
+//!
+//! A tool description is written by the server, which may be hostile: raw
+//! ANSI escapes could rewrite the screen, and bidi or invisible code points
+//! could hide exactly what the report is trying to show. Everything that is
+//! not plainly visible is printed as a Rust-style `\u{…}` escape instead.
+
+/// True when `c` must not reach a terminal raw: controls (C0, DEL, C1),
+/// the invisible and bidi code points of R01, and other format characters
+/// (general category Cf), line and paragraph separators, and unassigned or
+/// private-use code points that a terminal could render unpredictably.
+pub fn needs_escape(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    if c == '\n' || c == '\t' {
+        return false;
+    }
+    matches!(
+        get_general_category(c),
+        G::Control
+            | G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::PrivateUse
+            | G::Surrogate
+            | G::Unassigned
+    ) || c == '\u{00AD}'
+        || c == '\u{034F}'
+        || c == '\u{115F}'
+        || c == '\u{1160}'
+        || c == '\u{3164}'
+        || c == '\u{FFA0}'
+        || ('\u{FE00}'..='\u{FE0F}').contains(&c)
+        || ('\u{E0100}'..='\u{E01EF}').contains(&c)
+}
+
+/// Escapes one character for an error message: printable characters are
+/// quoted as they are, everything else as `\u{…}`.
+pub fn escape_char_for_message(c: char) -> String {
+    if needs_escape(c) || c == '\n' || c == '\t' {
+        format!("\\u{{{:x}}}", c as u32)
+    } else {
+        format!("'{c}'")
+    }
+}
+
+/// Returns `s` with every character that [`needs_escape`] escaped as
+/// `\u{…}`; newlines and tabs are kept when `keep_newlines` is set (for
+/// multi-line reports), escaped otherwise (for one-line fields).
+pub fn for_terminal(s: &str, keep_newlines: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let escape = needs_escape(c) || (!keep_newlines && (c == '\n' || c == '\t'));
+        if escape {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_escapes_bidi_and_invisibles_are_shown_escaped() {
+        assert_eq!(
+            for_terminal("a\u{1b}[31mred\u{202e}x\u{200b}y\u{ad}", true),
+            "a\\u{1b}[31mred\\u{202e}x\\u{200b}y\\u{ad}"
+        );
+        assert_eq!(for_terminal("line\nnext\r", true), "line\nnext\\u{d}");
+        assert_eq!(for_terminal("line\nnext", false), "line\\u{a}next");
+        assert_eq!(for_terminal("café ✓ 日本", false), "café ✓ 日本");
+        assert_eq!(for_terminal("\u{9b}2J\u{7f}", false), "\\u{9b}2J\\u{7f}");
+    }
+}

@@ -1,0 +1,196 @@
+//! Severities and rule identifiers (spec 1.2–1.3).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How much a change matters, in the order of spec 1.3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Severity {
+    #[default]
+    None,
+    Low,
+    Medium,
+    High,
+    Critical,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 5] = [
+        Severity::None,
+        Severity::Low,
+        Severity::Medium,
+        Severity::High,
+        Severity::Critical,
+    ];
+
+    /// The spelling of spec 1.2 and C21: upper case.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::None => "NONE",
+            Severity::Low => "LOW",
+            Severity::Medium => "MEDIUM",
+            Severity::High => "HIGH",
+            Severity::Critical => "CRITICAL",
+        }
+    }
+
+    /// The rank of spec 1.3 (NONE = 0 … CRITICAL = 4).
+    pub fn rank(self) -> u8 {
+        self as u8
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown severity name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown severity {0:?}: expected one of none, low, medium, high, critical")]
+pub struct UnknownSeverity(pub String);
+
+impl FromStr for Severity {
+    type Err = UnknownSeverity;
+    /// Accepts any letter case: `high`, `HIGH`, `High`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Severity::ALL
+            .into_iter()
+            .find(|sev| sev.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownSeverity(s.to_owned()))
+    }
+}
+
+impl serde::Serialize for Severity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A taxonomy-v1 rule. Codes are stable and user-facing: changing what a
+/// rule flags is a new taxonomy version (spec 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RuleId {
+    R01,
+    R02,
+    R03,
+    R04,
+    R05,
+    R06,
+    R07,
+    R08,
+    R09,
+}
+
+impl RuleId {
+    pub const ALL: [RuleId; 9] = [
+        RuleId::R01,
+        RuleId::R02,
+        RuleId::R03,
+        RuleId::R04,
+        RuleId::R05,
+        RuleId::R06,
+        RuleId::R07,
+        RuleId::R08,
+        RuleId::R09,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleId::R01 => "R01",
+            RuleId::R02 => "R02",
+            RuleId::R03 => "R03",
+            RuleId::R04 => "R04",
+            RuleId::R05 => "R05",
+            RuleId::R06 => "R06",
+            RuleId::R07 => "R07",
+            RuleId::R08 => "R08",
+            RuleId::R09 => "R09",
+        }
+    }
+
+    /// The rule's severity (spec 4).
+    pub fn severity(self) -> Severity {
+        match self {
+            RuleId::R01 | RuleId::R02 => Severity::Critical,
+            RuleId::R03 | RuleId::R04 | RuleId::R05 => Severity::High,
+            RuleId::R06 | RuleId::R07 => Severity::Medium,
+            RuleId::R08 => Severity::Low,
+            RuleId::R09 => Severity::None,
+        }
+    }
+
+    /// The rule's title (spec 4).
+    pub fn title(self) -> &'static str {
+        match self {
+            RuleId::R01 => "Invisible payload introduced",
+            RuleId::R02 => "New imperative instruction to the model",
+            RuleId::R03 => "New URL, domain, IP, or absolute path",
+            RuleId::R04 => "New required inputSchema property",
+            RuleId::R05 => "Cross-server / cross-tool reference",
+            RuleId::R06 => "New optional inputSchema property",
+            RuleId::R07 => "Annotation change toward greater capability",
+            RuleId::R08 => "Large description rewrite without higher signals",
+            RuleId::R09 => "Cosmetic-only change",
+        }
+    }
+
+    /// The rule's documentation: what it detects, why, when it fires and
+    /// when it does not, with an example. `plumbline explain` prints it.
+    pub fn documentation(self) -> &'static str {
+        crate::rules::documentation(self)
+    }
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown rule code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown rule {0:?}: taxonomy-v1 has R01 to R09")]
+pub struct UnknownRule(pub String);
+
+impl FromStr for RuleId {
+    type Err = UnknownRule;
+    /// Accepts `R03`, `r03` and `3`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits = t.strip_prefix(['R', 'r']).unwrap_or(t);
+        match digits.parse::<u8>() {
+            Ok(n @ 1..=9) if digits.len() <= 2 => Ok(RuleId::ALL[usize::from(n - 1)]),
+            _ => Err(UnknownRule(s.to_owned())),
+        }
+    }
+}
+
+impl serde::Serialize for RuleId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn severities_order_as_spec_1_3() {
+        assert!(Severity::None < Severity::Low && Severity::High < Severity::Critical);
+        assert_eq!(Severity::Critical.rank(), 4);
+        assert_eq!("high".parse(), Ok(Severity::High));
+        assert!("severe".parse::<Severity>().is_err());
+    }
+
+    #[test]
+    fn rule_codes_parse() {
+        assert_eq!("R03".parse(), Ok(RuleId::R03));
+        assert_eq!("r9".parse(), Ok(RuleId::R09));
+        assert_eq!("3".parse(), Ok(RuleId::R03));
+        assert!("R10".parse::<RuleId>().is_err());
+        assert!("R00".parse::<RuleId>().is_err());
+    }
+}

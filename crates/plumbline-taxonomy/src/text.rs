@@ -1,0 +1,293 @@
+//! Text helpers of the taxonomy: the C8 lowercase mapping, word
+//! tokenization (spec 2.3, C10), the word-level distance of spec 2.4 and
+//! the alnum-fold of R09 (C11).
+
+use std::collections::HashMap;
+
+use unicode_general_category::{get_general_category, GeneralCategory as G};
+
+/// The simple (one-to-one) Unicode lowercase mapping of `c` (C8).
+///
+/// Rust's `char::to_lowercase` applies the full mapping, which differs from
+/// the simple one only for U+0130 LATIN CAPITAL LETTER I WITH DOT ABOVE
+/// (full: `i` + U+0307; simple: `i`). A unit test checks that claim over
+/// every code point.
+pub fn lower_char(c: char) -> char {
+    if c.is_ascii() {
+        return c.to_ascii_lowercase();
+    }
+    if c == '\u{130}' {
+        return 'i';
+    }
+    let mut it = c.to_lowercase();
+    match (it.next(), it.next()) {
+        (Some(l), None) => l,
+        _ => c,
+    }
+}
+
+/// `s` with every code point mapped through [`lower_char`] (C8). Final
+/// sigma gets no special rule.
+pub fn lower(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_ascii_lowercase();
+    }
+    s.chars().map(lower_char).collect()
+}
+
+/// The words of `s`: maximal runs of code points without the Unicode
+/// `White_Space` property (C10). U+200B is not white space.
+pub fn words(s: &str) -> impl Iterator<Item = &str> {
+    s.split(char::is_whitespace).filter(|w| !w.is_empty())
+}
+
+/// The R09 alnum-fold (C11): lowercase per C8, then keep only code points
+/// of general category L (Lu, Ll, Lt, Lm, Lo) or Nd.
+pub fn alnum_fold(s: &str) -> String {
+    s.chars()
+        .map(lower_char)
+        .filter(|&c| {
+            if c.is_ascii() {
+                return c.is_ascii_alphanumeric();
+            }
+            matches!(
+                get_general_category(c),
+                G::UppercaseLetter
+                    | G::LowercaseLetter
+                    | G::TitlecaseLetter
+                    | G::ModifierLetter
+                    | G::OtherLetter
+                    | G::DecimalNumber
+            )
+        })
+        .collect()
+}
+
+/// The word-level distance between two texts, as far as the taxonomy needs
+/// it: whether `edits / denom` is below 0.20 (spec 2.4), computed exactly
+/// in integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WordDistance {
+    pub old_words: usize,
+    pub new_words: usize,
+    /// `max(old_words, new_words)`.
+    pub denom: usize,
+    /// The word edit distance when it is at most [`WordDistance::max_small_edits`];
+    /// `None` when it is larger (it was not computed further).
+    pub edits: Option<usize>,
+}
+
+impl WordDistance {
+    /// The largest edit count with `edits * 5 < denom`: `⌊(denom − 1) / 5⌋`.
+    pub fn max_small_edits(denom: usize) -> usize {
+        denom.saturating_sub(1) / 5
+    }
+
+    /// `distance < 0.20` (R09's branch). A zero `denom` is distance 0.
+    pub fn below_one_fifth(&self) -> bool {
+        self.denom == 0 || self.edits.is_some()
+    }
+
+    /// `distance ≥ 0.20` (R08), with `denom > 0` (C18).
+    pub fn at_least_one_fifth(&self) -> bool {
+        !self.below_one_fifth()
+    }
+}
+
+/// Compares the words of `old` and `new`.
+pub fn word_distance(old: &str, new: &str) -> WordDistance {
+    // Intern words as integers so comparisons are cheap.
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut intern = |w| {
+        let next = ids.len() as u32;
+        *ids.entry(w).or_insert(next)
+    };
+    let a: Vec<u32> = words(old).map(&mut intern).collect();
+    let b: Vec<u32> = words(new).map(&mut intern).collect();
+    let denom = a.len().max(b.len());
+    let edits = if denom == 0 {
+        Some(0)
+    } else {
+        levenshtein_within(&a, &b, WordDistance::max_small_edits(denom), ids.len())
+    };
+    WordDistance {
+        old_words: a.len(),
+        new_words: b.len(),
+        denom,
+        edits,
+    }
+}
+
+/// The Levenshtein distance between `a` and `b` (unit costs) if it is at
+/// most `k`, else `None`. `alphabet` bounds the symbol values.
+///
+/// Exact, and fast when the answer is decided early:
+/// 1. a common prefix and suffix never need an edit, so they are trimmed;
+/// 2. two lower bounds reject cheaply: the length difference, and the bag
+///    distance (the larger of the two multiset differences; one edit
+///    changes each by at most one);
+/// 3. the rest runs the diagonal "furthest reaching" algorithm
+///    (Ukkonen 1985, Landau–Vishkin 1989), which costs O((k + 1)² + n·…)
+///    and stops as soon as `k` edits are exhausted.
+pub fn levenshtein_within(a: &[u32], b: &[u32], k: usize, alphabet: usize) -> Option<usize> {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (a, b) = (&a[prefix..], &b[prefix..]);
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (a, b) = (&a[..a.len() - suffix], &b[..b.len() - suffix]);
+    let (n, m) = (a.len(), b.len());
+    if n.abs_diff(m) > k {
+        return None;
+    }
+    if n == 0 || m == 0 {
+        return Some(n.max(m));
+    }
+    if bag_distance(a, b, alphabet) > k {
+        return None;
+    }
+    furthest_reaching(a, b, k)
+}
+
+fn bag_distance(a: &[u32], b: &[u32], alphabet: usize) -> usize {
+    let mut counts = vec![0i32; alphabet];
+    for &x in a {
+        counts[x as usize] += 1;
+    }
+    for &y in b {
+        counts[y as usize] -= 1;
+    }
+    let (mut only_a, mut only_b) = (0usize, 0usize);
+    for c in counts {
+        if c > 0 {
+            only_a += c as usize;
+        } else {
+            only_b += (-c) as usize;
+        }
+    }
+    only_a.max(only_b)
+}
+
+fn furthest_reaching(a: &[u32], b: &[u32], k: usize) -> Option<usize> {
+    const NONE: isize = isize::MIN / 4;
+    let (n, m) = (a.len() as isize, b.len() as isize);
+    let target = m - n;
+    let k = k as isize;
+    let off = k + 1;
+    let width = (2 * k + 3) as usize;
+    // reach[d + off]: the furthest row i on diagonal d = j − i reachable
+    // with e edits (for the e of the pass); NONE where not reachable.
+    let mut prev = vec![NONE; width];
+    let mut cur = vec![NONE; width];
+    for e in 0..=k {
+        let lo = (-e).max(-n);
+        let hi = e.min(m);
+        for d in lo..=hi {
+            let idx = (d + off) as usize;
+            let mut i = if e == 0 {
+                0
+            } else {
+                let substitute = prev[idx] + 1;
+                let insert = prev[idx - 1];
+                let delete = prev[idx + 1] + 1;
+                substitute.max(insert).max(delete)
+            };
+            i = i.min(n).min(m - d);
+            while i < n && i + d < m && a[i as usize] == b[(i + d) as usize] {
+                i += 1;
+            }
+            cur[idx] = i;
+            if d == target && i == n {
+                return Some(e as usize);
+            }
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simple_lowercase_differs_from_full_only_at_u0130() {
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let full: Vec<char> = c.to_lowercase().collect();
+            if full.len() != 1 {
+                assert_eq!(c, '\u{130}', "U+{:04X} lowercases to several chars", c as u32);
+            }
+        }
+        assert_eq!(lower("\u{130}GNORE"), "ignore");
+        assert_eq!(lower("\u{212A}EEP ΣΑΣ"), "keep σασ");
+    }
+
+    #[test]
+    fn words_split_on_unicode_white_space_only() {
+        let w: Vec<_> = words(" a\u{a0}b\u{200b}c\u{3000}d\u{85}e\u{b}f ").collect();
+        assert_eq!(w, ["a", "b\u{200b}c", "d", "e", "f"]);
+        assert_eq!(words("").count(), 0);
+    }
+
+    #[test]
+    fn alnum_fold_keeps_letters_and_decimal_digits() {
+        assert_eq!(alnum_fold("Café, CAFE\u{301}! x²=Ⅻ ٣"), "cafécafex٣");
+        assert_eq!(alnum_fold("— ... !"), "");
+        assert_eq!(alnum_fold("\u{130}"), "i");
+    }
+
+    fn naive(a: &[u32], b: &[u32]) -> usize {
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, x) in a.iter().enumerate() {
+            let mut diag = row[0];
+            row[0] = i + 1;
+            for (j, y) in b.iter().enumerate() {
+                let up = row[j + 1];
+                row[j + 1] = (diag + usize::from(x != y)).min(up + 1).min(row[j] + 1);
+                diag = up;
+            }
+        }
+        row[b.len()]
+    }
+
+    #[test]
+    fn cutoff_levenshtein_agrees_with_the_textbook_one() {
+        // Deterministic pseudo-random sequences over small alphabets.
+        let mut seed = 0x9E3779B97F4A7C15u64;
+        let mut next = move |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..3000 {
+            let alpha = 1 + next(5) as u32;
+            let la = next(12) as usize;
+            let lb = next(12) as usize;
+            let a: Vec<u32> = (0..la).map(|_| next(alpha as u64) as u32).collect();
+            let b: Vec<u32> = (0..lb).map(|_| next(alpha as u64) as u32).collect();
+            let want = naive(&a, &b);
+            for k in 0..=13 {
+                let got = levenshtein_within(&a, &b, k, alpha as usize);
+                assert_eq!(got, (want <= k).then_some(want), "{a:?} {b:?} k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_fifth_boundary_is_exact() {
+        // 10 words, 2 substitutions: 2 * 5 == 10, distance exactly 0.20.
+        let d = word_distance("a b c d e f g h i j", "a X c d e f g h i Y");
+        assert_eq!(d.denom, 10);
+        assert!(d.at_least_one_fifth());
+        // 10 words, 1 substitution: 0.10.
+        let d = word_distance("a b c d e f g h i j", "a X c d e f g h i j");
+        assert_eq!(d.edits, Some(1));
+        assert!(d.below_one_fifth());
+        // No words on either side: distance 0.
+        assert!(word_distance(" ", "").below_one_fifth());
+    }
+}
