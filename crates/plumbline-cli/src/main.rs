@@ -1,1 +1,41 @@
-fn main() {}
+//! The `plumbline` command. `main` owns the exit codes; everything else
+//! returns values and errors.
+
+mod classify;
+mod cli;
+mod exit;
+mod render;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Classify(args) => classify::run(&args),
+        Command::Rules(args) => render::rules(&args).map(|()| exit::Outcome::Clean),
+        Command::Explain(args) => render::explain(&args).map(|()| exit::Outcome::Clean),
+    };
+    match result {
+        Ok(outcome) => ExitCode::from(exit::code(outcome)),
+        Err(err) => {
+            // A closed pipe (`plumbline … | head`) is not an error to report.
+            if is_broken_pipe(&err) {
+                return ExitCode::from(exit::code(exit::Outcome::Clean));
+            }
+            let _ = writeln!(std::io::stderr(), "error: {err:#}");
+            ExitCode::from(exit::code(exit::Outcome::InputError))
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

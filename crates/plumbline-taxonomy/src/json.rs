@@ -254,6 +254,13 @@ impl std::error::Error for ParseError {}
 
 /// Parses one JSON document.
 pub fn parse(input: &[u8]) -> Result<Value, ParseError> {
+    parse_with_depth(input, MAX_DEPTH)
+}
+
+/// Parses one JSON document nested at most `max_depth` levels deep (the
+/// root container is level 1). A JSON Lines record that holds tools one
+/// level down uses `MAX_DEPTH + 1`, so each tool gets the full limit.
+pub fn parse_with_depth(input: &[u8], max_depth: usize) -> Result<Value, ParseError> {
     if input.starts_with(&[0xEF, 0xBB, 0xBF]) {
         return Err(error_at(input, 0, ParseErrorKind::ByteOrderMark));
     }
@@ -265,6 +272,7 @@ pub fn parse(input: &[u8]) -> Result<Value, ParseError> {
         bytes: text.as_bytes(),
         text,
         pos: 0,
+        max_depth,
     };
     p.skip_ws();
     if p.pos == p.bytes.len() {
@@ -321,6 +329,7 @@ struct Parser<'a> {
     bytes: &'a [u8],
     text: &'a str,
     pos: usize,
+    max_depth: usize,
 }
 
 impl Parser<'_> {
@@ -371,7 +380,7 @@ impl Parser<'_> {
     }
 
     fn object(&mut self, depth: usize) -> PResult<Value> {
-        if depth > MAX_DEPTH {
+        if depth > self.max_depth {
             return Err((self.pos, ParseErrorKind::TooDeep));
         }
         self.pos += 1; // '{'
@@ -409,7 +418,7 @@ impl Parser<'_> {
     }
 
     fn array(&mut self, depth: usize) -> PResult<Value> {
-        if depth > MAX_DEPTH {
+        if depth > self.max_depth {
             return Err((self.pos, ParseErrorKind::TooDeep));
         }
         self.pos += 1; // '['
