@@ -1,0 +1,50 @@
+//! The two figures the phrase list is held to (spec 3.1), over the corpora
+//! copied into `testdata/corpus/`.
+
+use plumbline_taxonomy::corpus::{grade, parse_pairs};
+use plumbline_taxonomy::{Classifier, Severity};
+
+fn corpus(name: &str) -> String {
+    let path = format!("{}/../../testdata/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn benign_release_drift_graded_critical_stays_at_most_one_percent() {
+    let pairs = parse_pairs(&corpus("real-pairs.jsonl")).unwrap();
+    assert_eq!(pairs.len(), 1111);
+    let g = grade(&Classifier::default(), &pairs, Severity::Critical);
+    let critical = g.count_at_least(Severity::Critical);
+    assert!(
+        critical * 100 <= pairs.len(),
+        "{critical} of {} benign pairs graded CRITICAL (> 1%): {:?}",
+        pairs.len(),
+        g.at_or_above
+    );
+}
+
+#[test]
+fn published_attacks_graded_high_or_above_do_not_regress() {
+    // 81 of 109 with imperatives-v1.txt as of 0.1.0 (71 with the v1
+    // minimum alone). Raise this floor when the list catches more.
+    let pairs = parse_pairs(&corpus("attack-pairs.jsonl")).unwrap();
+    assert_eq!(pairs.len(), 109);
+    let g = grade(&Classifier::default(), &pairs, Severity::High);
+    assert!(g.count_at_least(Severity::High) >= 81, "{:?}", g.by_severity);
+}
+
+#[test]
+fn the_v1_minimum_alone_gives_the_recorded_baseline() {
+    // The figures before any addition, recorded in CHANGELOG.md.
+    let minimum: String = plumbline_taxonomy::phrases::IMPERATIVES_V1
+        .split("# Added within v1")
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let classifier = Classifier::new(plumbline_taxonomy::PhraseList::parse(&minimum));
+    assert_eq!(classifier.phrases().len(), 23);
+    let attacks = grade(&classifier, &parse_pairs(&corpus("attack-pairs.jsonl")).unwrap(), Severity::High);
+    let benign = grade(&classifier, &parse_pairs(&corpus("real-pairs.jsonl")).unwrap(), Severity::Critical);
+    assert_eq!(attacks.count_at_least(Severity::High), 71);
+    assert_eq!(benign.count_at_least(Severity::Critical), 2);
+}
