@@ -50,10 +50,10 @@ pub enum Detail {
     ServerToolReference { text: String },
     /// R03: a match of one of the five patterns, new to the tool.
     Pattern { pattern: PatternKind, text: String },
-    /// R04: a name newly required, by clause of C15.
+    /// R04: a name newly required, with every clause of C15 that holds.
     Required {
         name: Value,
-        clause: RequiredClause,
+        clauses: Vec<RequiredClause>,
     },
     /// R06: a property newly added and not required.
     OptionalProperty { name: String },
@@ -118,13 +118,16 @@ impl Evidence {
             Detail::Phrase { phrase, text } => format!("phrase {phrase:?} (as {text:?})"),
             Detail::ServerToolReference { text } => format!("server/tool reference {text:?}"),
             Detail::Pattern { pattern, text } => format!("new {} {text:?}", pattern.describe()),
-            Detail::Required { name, clause } => {
-                let how = match clause {
-                    RequiredClause::AddedEntry => "entry added to required",
-                    RequiredClause::NewMember => "newly required",
-                    RequiredClause::NewRequiredProperty => "new property, required",
-                };
-                format!("{how}: {name}")
+            Detail::Required { name, clauses } => {
+                let how: Vec<&str> = clauses
+                    .iter()
+                    .map(|c| match c {
+                        RequiredClause::AddedEntry => "entry added to required",
+                        RequiredClause::NewMember => "not required before",
+                        RequiredClause::NewRequiredProperty => "new property",
+                    })
+                    .collect();
+                format!("{name} is required ({})", how.join("; "))
             }
             Detail::OptionalProperty { name } => format!("new optional property {name:?}"),
             Detail::Annotation { key, old, new } => match old {

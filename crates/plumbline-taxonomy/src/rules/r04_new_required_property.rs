@@ -39,18 +39,17 @@ pub(crate) fn is_required(required: Option<&[Value]>, name: &str) -> bool {
 }
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
-    let mut found = Vec::new();
     let new_required = required(ctx.new);
     let old_required = required(ctx.old).unwrap_or(&[]);
-    let mut push = |pointer: String, name: &Value, clause| {
-        found.push(Evidence {
-            rule: RuleId::R04,
-            pointer,
-            detail: Detail::Required {
-                name: name.clone(),
-                clause,
-            },
-        });
+    // One piece of evidence per name, listing every clause that holds,
+    // in the order the names are first met.
+    let mut names: Vec<(String, Value, Vec<RequiredClause>)> = Vec::new();
+    let mut note = |pointer: String, name: &Value, clause| {
+        match names.iter_mut().find(|(_, n, _)| n == name) {
+            Some((_, _, clauses)) if !clauses.contains(&clause) => clauses.push(clause),
+            Some(_) => {}
+            None => names.push((pointer, name.clone(), vec![clause])),
+        }
     };
     if let Some(new_required) = new_required {
         // Clause 1: an entry added to the array (this also catches a
@@ -63,15 +62,14 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
                 && c.path[2].bytes().all(|b| b.is_ascii_digit())
             {
                 if let Some(v) = c.new {
-                    push(c.pointer(), v, RequiredClause::AddedEntry);
+                    note(c.pointer(), v, RequiredClause::AddedEntry);
                 }
             }
         }
         // Clause 2: a value absent from the old array (as JSON values).
         for (i, v) in new_required.iter().enumerate() {
-            let first = new_required[..i].iter().all(|w| w != v);
-            if first && !old_required.contains(v) {
-                push(format!("/inputSchema/required/{i}"), v, RequiredClause::NewMember);
+            if !old_required.contains(v) {
+                note(format!("/inputSchema/required/{i}"), v, RequiredClause::NewMember);
             }
         }
     }
@@ -81,8 +79,18 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         if is_required(new_required, name) {
             let mut pointer = String::from("/inputSchema/properties");
             crate::pointer::push_token(&mut pointer, name);
-            push(pointer, &Value::String(name.to_owned()), RequiredClause::NewRequiredProperty);
+            note(pointer, &Value::String(name.to_owned()), RequiredClause::NewRequiredProperty);
         }
     }
-    found
+    names
+        .into_iter()
+        .map(|(pointer, name, mut clauses)| {
+            clauses.sort();
+            Evidence {
+                rule: RuleId::R04,
+                pointer,
+                detail: Detail::Required { name, clauses },
+            }
+        })
+        .collect()
 }
