@@ -13,7 +13,8 @@ pub struct Classification {
     pub severity: Severity,
     /// The fired rules, sorted, without duplicates.
     pub rules: Vec<RuleId>,
-    /// Why each rule fired, ordered by rule and then by pointer.
+    /// Why each rule fired, grouped by rule in rule order; within a rule,
+    /// in the order it was found (document order).
     pub evidence: Vec<Evidence>,
 }
 

@@ -2,7 +2,7 @@
 //! tokenization (spec 2.3, C10), the word-level distance of spec 2.4 and
 //! the alnum-fold of R09 (C11).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use unicode_general_category::{get_general_category, GeneralCategory as G};
 
@@ -97,7 +97,7 @@ impl WordDistance {
 /// Compares the words of `old` and `new`.
 pub fn word_distance(old: &str, new: &str) -> WordDistance {
     // Intern words as integers so comparisons are cheap.
-    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
     let mut intern = |w| {
         let next = ids.len() as u32;
         *ids.entry(w).or_insert(next)

@@ -2,11 +2,9 @@
 //! documentation in a Markdown file beside its code (the text
 //! `plumbline explain` prints).
 
-use std::collections::HashMap;
-
 use crate::diff::Change;
 use crate::evidence::Evidence;
-use crate::fields::human_readable_fields;
+use crate::fields::{for_each_string_beside, is_human_readable, pointer_of};
 use crate::json::Value;
 use crate::phrases::PhraseList;
 use crate::severity::RuleId;
@@ -36,15 +34,17 @@ pub fn documentation(rule: RuleId) -> &'static str {
     }
 }
 
-/// A human-readable field of the new tool whose text differs from the
-/// value at the same pointer in the old tool. `old` is empty when the old
-/// value is missing or not a string: then everything in `new` is newly
-/// present (C12). Fields whose text did not change cannot make anything
-/// newly present, so the per-field rules never look at them.
-pub(crate) struct FieldChange<'a> {
+/// A string value of the new tool whose text differs from the value at
+/// the same pointer in the old tool. `old` is empty when the old value is
+/// missing or not a string: then everything in `new` is newly present
+/// (C12). Strings that did not change cannot make anything newly present
+/// in their field, so the rules never look at them.
+pub(crate) struct StringChange<'a> {
     pub pointer: String,
     pub old: &'a str,
     pub new: &'a str,
+    /// Whether the field is human-readable (C6).
+    pub human_readable: bool,
 }
 
 /// Everything a rule may consult, computed once per classification.
@@ -53,7 +53,8 @@ pub(crate) struct Context<'a> {
     pub new: &'a Value,
     pub changes: &'a [Change<'a>],
     pub phrases: &'a PhraseList,
-    pub changed_fields: Vec<FieldChange<'a>>,
+    /// Every changed string value of the new tool, in document order.
+    pub changed_strings: Vec<StringChange<'a>>,
 }
 
 impl<'a> Context<'a> {
@@ -63,29 +64,31 @@ impl<'a> Context<'a> {
         changes: &'a [Change<'a>],
         phrases: &'a PhraseList,
     ) -> Self {
-        let changed_fields = if changes.is_empty() {
-            Vec::new()
-        } else {
-            let old_fields: HashMap<String, &str> = human_readable_fields(old).into_iter().collect();
-            human_readable_fields(new)
-                .into_iter()
-                .filter_map(|(pointer, new_text)| {
-                    let old_text = old_fields.get(&pointer).copied().unwrap_or("");
-                    (old_text != new_text).then_some(FieldChange {
-                        pointer,
-                        old: old_text,
-                        new: new_text,
-                    })
-                })
-                .collect()
-        };
+        let mut changed_strings = Vec::new();
+        for_each_string_beside(new, Some(old), &mut |path, new_text, old_value| {
+            let old_text = old_value.and_then(Value::as_str);
+            if old_text == Some(new_text) {
+                return;
+            }
+            changed_strings.push(StringChange {
+                pointer: pointer_of(path),
+                old: old_text.unwrap_or(""),
+                new: new_text,
+                human_readable: is_human_readable(path),
+            });
+        });
         Context {
             old,
             new,
             changes,
             phrases,
-            changed_fields,
+            changed_strings,
         }
+    }
+
+    /// The changed human-readable fields (C12's per-field comparison).
+    pub fn changed_fields(&self) -> impl Iterator<Item = &StringChange<'a>> {
+        self.changed_strings.iter().filter(|s| s.human_readable)
     }
 }
 

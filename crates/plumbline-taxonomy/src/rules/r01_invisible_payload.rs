@@ -51,7 +51,7 @@ fn invisible_set(s: &str) -> u16 {
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
-    for f in &ctx.changed_fields {
+    for f in ctx.changed_fields() {
         let new_only = invisible_set(f.new) & !invisible_set(f.old);
         for (i, (c, name)) in INVISIBLE.iter().enumerate() {
             if new_only & (1 << i) != 0 {

@@ -13,7 +13,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     if ctx.phrases.is_empty() {
         return found;
     }
-    for f in &ctx.changed_fields {
+    for f in ctx.changed_fields() {
         let new_lower = lower(f.new);
         let in_new = ctx.phrases.find_in(&new_lower);
         if in_new.is_empty() {

@@ -2,6 +2,9 @@
 #![doc = include_str!("r05_cross_tool_reference.md")]
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::r02_imperative_instruction::original_span;
 use super::{Context, Found};
@@ -36,6 +39,14 @@ pub const EXCLUDED_LEFT: [&str; 9] = [
     "www",
 ];
 
+/// One pass over the lowered text finds every fixed phrase.
+static FIXED: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .build(FIXED_PHRASES)
+        .unwrap_or_else(|e| panic!("building the R05 phrase matcher: {e}"))
+});
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Element {
     Phrase(usize),
@@ -47,9 +58,13 @@ enum Element {
 fn elements(s: &str) -> Vec<(Element, String)> {
     let mut out = Vec::new();
     let lowered = lower(s);
-    for (i, phrase) in FIXED_PHRASES.iter().enumerate() {
-        if let Some(at) = lowered.find(phrase) {
-            let text = original_span(s, &lowered, at, phrase.chars().count());
+    let mut first: [Option<usize>; FIXED_PHRASES.len()] = [None; FIXED_PHRASES.len()];
+    for m in FIXED.find_overlapping_iter(&lowered) {
+        first[m.pattern().as_usize()].get_or_insert(m.start());
+    }
+    for (i, at) in first.into_iter().enumerate() {
+        if let Some(at) = at {
+            let text = original_span(s, &lowered, at, FIXED_PHRASES[i].chars().count());
             out.push((Element::Phrase(i), text));
         }
     }
@@ -85,7 +100,7 @@ fn elements(s: &str) -> Vec<(Element, String)> {
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
-    for f in &ctx.changed_fields {
+    for f in ctx.changed_fields() {
         let new = elements(f.new);
         if new.is_empty() {
             continue;
