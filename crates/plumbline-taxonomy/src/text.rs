@@ -125,7 +125,7 @@ pub fn word_distance(old: &str, new: &str) -> WordDistance {
 /// 1. a common prefix and suffix never need an edit, so they are trimmed;
 /// 2. two lower bounds reject cheaply: the length difference, and the bag
 ///    distance (the larger of the two multiset differences; one edit
-///    changes each by at most one);
+///    changes each by at most one), and the q-gram lemma for q = 2 and 3;
 /// 3. the rest runs the diagonal "furthest reaching" algorithm
 ///    (Ukkonen 1985, Landau–Vishkin 1989), which costs O((k + 1)² + n·…)
 ///    and stops as soon as `k` edits are exhausted.
@@ -149,7 +149,42 @@ pub fn levenshtein_within(a: &[u32], b: &[u32], k: usize, alphabet: usize) -> Op
     if bag_distance(a, b, alphabet) > k {
         return None;
     }
+    if qgram_lower_bound::<2>(a, b) > k || qgram_lower_bound::<3>(a, b) > k {
+        return None;
+    }
     furthest_reaching(a, b, k)
+}
+
+/// A lower bound on the edit distance from the q-gram lemma (Ukkonen
+/// 1992): strings within `d` edits share at least
+/// `max(n, m) − q + 1 − d·q` q-grams, counted as a multiset, because one
+/// edit touches at most `q` of them. Texts with different wording share
+/// few q-grams even when they share their vocabulary, so this rejects
+/// them in linear time where the bag distance cannot.
+fn qgram_lower_bound<const Q: usize>(a: &[u32], b: &[u32]) -> usize {
+    if a.len() < Q || b.len() < Q {
+        return 0;
+    }
+    let mut counts: FxHashMap<[u32; Q], u32> = FxHashMap::default();
+    counts.reserve(a.len());
+    for w in a.windows(Q) {
+        let mut key = [0u32; Q];
+        key.copy_from_slice(w);
+        *counts.entry(key).or_default() += 1;
+    }
+    let mut shared = 0usize;
+    for w in b.windows(Q) {
+        let mut key = [0u32; Q];
+        key.copy_from_slice(w);
+        if let Some(c) = counts.get_mut(&key) {
+            if *c > 0 {
+                *c -= 1;
+                shared += 1;
+            }
+        }
+    }
+    let total = a.len().max(b.len()) - Q + 1;
+    (total - shared.min(total)).div_ceil(Q)
 }
 
 fn bag_distance(a: &[u32], b: &[u32], alphabet: usize) -> usize {
