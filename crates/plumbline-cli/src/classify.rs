@@ -163,14 +163,20 @@ pub fn jsonl_stream(
 
 /// One JSON Lines record. On failure, returns the record's id when it
 /// could be read (else null) and what is wrong.
-fn classify_line(classifier: &Classifier, line: &[u8]) -> Result<(Value, Classification), (Value, String)> {
+fn classify_line(
+    classifier: &Classifier,
+    line: &[u8],
+) -> Result<(Value, Classification), (Value, String)> {
     // Each tool sits one level below the record and gets the full C1 limit.
     let record = parse_with_depth(line, MAX_DEPTH + 1).map_err(|e| {
         let at = format!("column {}: {}", e.column, e.kind);
         (Value::Null, at)
     })?;
     let Value::Object(mut fields) = record else {
-        return Err((Value::Null, format!("expected a JSON object, found {}", record.kind())));
+        return Err((
+            Value::Null,
+            format!("expected a JSON object, found {}", record.kind()),
+        ));
     };
     let id = fields.remove("id").unwrap_or(Value::Null);
     let mut take = |key: &str| match fields.remove(key) {
@@ -195,7 +201,14 @@ mod tests {
 
     fn run_lines(input: &str, fail_on: Option<Severity>) -> (String, Outcome) {
         let mut out = Vec::new();
-        let outcome = jsonl_stream(&Classifier::default(), input.as_bytes(), &mut out, "t.jsonl", fail_on).unwrap();
+        let outcome = jsonl_stream(
+            &Classifier::default(),
+            input.as_bytes(),
+            &mut out,
+            "t.jsonl",
+            fail_on,
+        )
+        .unwrap();
         (String::from_utf8(out).unwrap(), outcome)
     }
 
@@ -230,7 +243,10 @@ mod tests {
     #[test]
     fn fail_on_applies_to_every_line() {
         let input = r#"{"id":1,"old":{},"new":{"description":"see https://x.example.com"}}"#;
-        assert_eq!(run_lines(input, Some(Severity::High)).1, Outcome::ThresholdReached);
+        assert_eq!(
+            run_lines(input, Some(Severity::High)).1,
+            Outcome::ThresholdReached
+        );
         assert_eq!(run_lines(input, Some(Severity::Critical)).1, Outcome::Clean);
         assert_eq!(run_lines(input, None).1, Outcome::Clean);
     }

@@ -31,11 +31,19 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ClassifyArgs {
     /// The tool before the change (a JSON object).
-    #[arg(value_name = "OLD.json", required_unless_present = "jsonl", conflicts_with = "jsonl")]
+    #[arg(
+        value_name = "OLD.json",
+        required_unless_present = "jsonl",
+        conflicts_with = "jsonl"
+    )]
     pub old: Option<PathBuf>,
 
     /// The tool after the change (a JSON object).
-    #[arg(value_name = "NEW.json", required_unless_present = "jsonl", conflicts_with = "jsonl")]
+    #[arg(
+        value_name = "NEW.json",
+        required_unless_present = "jsonl",
+        conflicts_with = "jsonl"
+    )]
     pub new: Option<PathBuf>,
 
     /// Classify many pairs: each line of FILE (`-` for standard input) is
@@ -81,9 +89,11 @@ pub struct ExplainArgs {
 }
 
 fn parse_severity(s: &str) -> Result<Severity, String> {
-    s.parse().map_err(|e: plumbline_taxonomy::severity::UnknownSeverity| e.to_string())
+    s.parse()
+        .map_err(|e: plumbline_taxonomy::severity::UnknownSeverity| e.to_string())
 }
 
 fn parse_rule(s: &str) -> Result<RuleId, String> {
-    s.parse().map_err(|e: plumbline_taxonomy::severity::UnknownRule| e.to_string())
+    s.parse()
+        .map_err(|e: plumbline_taxonomy::severity::UnknownRule| e.to_string())
 }

@@ -12,7 +12,12 @@ use serde::Serialize;
 
 use crate::cli::{ExplainArgs, Format, RulesArgs};
 
-pub fn classification(out: &mut impl Write, old: &Path, new: &Path, c: &Classification) -> Result<()> {
+pub fn classification(
+    out: &mut impl Write,
+    old: &Path,
+    new: &Path,
+    c: &Classification,
+) -> Result<()> {
     let safe = |s: &str| for_terminal(s, false);
     writeln!(
         out,
@@ -30,7 +35,11 @@ pub fn classification(out: &mut impl Write, old: &Path, new: &Path, c: &Classifi
         writeln!(out)?;
         writeln!(out, "{rule} {} {}", rule.severity(), rule.title())?;
         for e in c.evidence.iter().filter(|e| e.rule == *rule) {
-            let pointer = if e.pointer.is_empty() { "(root)" } else { &e.pointer };
+            let pointer = if e.pointer.is_empty() {
+                "(root)"
+            } else {
+                &e.pointer
+            };
             writeln!(out, "  {}: {}", safe(pointer), safe(&e.message()))?;
         }
     }
@@ -49,7 +58,12 @@ pub fn rules(args: &RulesArgs) -> Result<()> {
     match args.format {
         Format::Human => {
             for rule in RuleId::ALL {
-                writeln!(out, "{rule}  {:<8}  {}", rule.severity().as_str(), rule.title())?;
+                writeln!(
+                    out,
+                    "{rule}  {:<8}  {}",
+                    rule.severity().as_str(),
+                    rule.title()
+                )?;
             }
         }
         Format::Json => {

@@ -12,7 +12,10 @@ use plumbline_taxonomy::Classifier;
 
 /// The real drift pairs as (old bytes, new bytes).
 fn corpus() -> Vec<(Vec<u8>, Vec<u8>)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/corpus/real-pairs.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/corpus/real-pairs.jsonl"
+    );
     let text = std::fs::read_to_string(path).expect("testdata/corpus/real-pairs.jsonl");
     text.lines()
         .map(|line| {
@@ -40,7 +43,10 @@ fn bench_corpus(c: &mut Criterion) {
     g.bench_function("parse_ours", |b| {
         b.iter(|| {
             for (old, new) in &pairs {
-                black_box((parse_tool(old).expect("tool"), parse_tool(new).expect("tool")));
+                black_box((
+                    parse_tool(old).expect("tool"),
+                    parse_tool(new).expect("tool"),
+                ));
             }
         })
     });
@@ -58,7 +64,10 @@ fn bench_corpus(c: &mut Criterion) {
 
 /// Words as they occur in real tool descriptions.
 fn vocabulary() -> Vec<String> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/corpus/real-pairs.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/corpus/real-pairs.jsonl"
+    );
     let text = std::fs::read_to_string(path).expect("corpus");
     let mut words: Vec<String> = Vec::new();
     for line in text.lines().take(300) {
@@ -112,10 +121,18 @@ fn bench_worst_case(c: &mut Criterion) {
     let mut g = c.benchmark_group("worst_case_1mib");
     g.sample_size(10);
     g.bench_function("scattered_edits", |b| {
-        b.iter_batched(|| (), |()| black_box(classifier.classify(&old, &shared)), BatchSize::SmallInput)
+        b.iter_batched(
+            || (),
+            |()| black_box(classifier.classify(&old, &shared)),
+            BatchSize::SmallInput,
+        )
     });
     g.bench_function("entirely_different", |b| {
-        b.iter_batched(|| (), |()| black_box(classifier.classify(&old, &different)), BatchSize::SmallInput)
+        b.iter_batched(
+            || (),
+            |()| black_box(classifier.classify(&old, &different)),
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }

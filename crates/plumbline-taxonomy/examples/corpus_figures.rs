@@ -56,7 +56,11 @@ fn main() -> Result<(), String> {
         benign.display()
     );
     for (name, g) in [("attacks", &attack_grades), ("benign", &benign_grades)] {
-        let row: Vec<String> = g.by_severity.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        let row: Vec<String> = g
+            .by_severity
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect();
         println!("{name} by severity: {}", row.join(", "));
     }
     if list {

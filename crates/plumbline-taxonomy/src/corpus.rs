@@ -26,7 +26,12 @@ pub fn parse_pairs(text: &str) -> Result<Vec<Pair>, String> {
         }
         let record = parse_with_depth(line.as_bytes(), MAX_DEPTH + 1)
             .map_err(|e| format!("line {}: {e}", i + 1))?;
-        let get = |k: &str| record.get(k).cloned().ok_or(format!("line {}: no {k:?}", i + 1));
+        let get = |k: &str| {
+            record
+                .get(k)
+                .cloned()
+                .ok_or(format!("line {}: no {k:?}", i + 1))
+        };
         let id = match get("id")? {
             Value::String(s) => s,
             other => other.to_json(),

@@ -84,7 +84,13 @@ fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<String>, out: &mut Ve
                 path.pop();
             }
             for (i, v) in o.iter().enumerate().skip(shared) {
-                out.push(one(ChangeKind::Removed, path, &i.to_string(), Some(v), None));
+                out.push(one(
+                    ChangeKind::Removed,
+                    path,
+                    &i.to_string(),
+                    Some(v),
+                    None,
+                ));
             }
             for (i, v) in n.iter().enumerate().skip(shared) {
                 out.push(one(ChangeKind::Added, path, &i.to_string(), None, Some(v)));

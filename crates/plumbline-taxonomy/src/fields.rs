@@ -181,7 +181,9 @@ mod tests {
 
     #[test]
     fn token_form_agrees() {
-        let t = |s: &[&str]| is_human_readable_tokens(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        let t = |s: &[&str]| {
+            is_human_readable_tokens(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
+        };
         assert!(t(&["title"]));
         assert!(t(&["annotations"]));
         assert!(t(&["x", "description"]));

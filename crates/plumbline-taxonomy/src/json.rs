@@ -214,14 +214,18 @@ pub enum ParseErrorKind {
 impl fmt::Display for ParseErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ParseErrorKind::ByteOrderMark => {
-                f.write_str("a byte-order mark (U+FEFF) starts the input; JSON text must not begin with one")
-            }
+            ParseErrorKind::ByteOrderMark => f.write_str(
+                "a byte-order mark (U+FEFF) starts the input; JSON text must not begin with one",
+            ),
             ParseErrorKind::InvalidUtf8 => f.write_str("invalid UTF-8"),
             ParseErrorKind::Empty => f.write_str("no JSON value (the input is empty)"),
             ParseErrorKind::UnexpectedEnd => f.write_str("unexpected end of input"),
             ParseErrorKind::UnexpectedCharacter(c) => {
-                write!(f, "unexpected character {}", crate::sanitize::escape_char_for_message(*c))
+                write!(
+                    f,
+                    "unexpected character {}",
+                    crate::sanitize::escape_char_for_message(*c)
+                )
             }
             ParseErrorKind::ControlCharacterInString => {
                 f.write_str("unescaped control character in a string")
@@ -246,7 +250,11 @@ impl fmt::Display for ParseErrorKind {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}, column {}: {}", self.line, self.column, self.kind)
+        write!(
+            f,
+            "line {}, column {}: {}",
+            self.line, self.column, self.kind
+        )
     }
 }
 
@@ -266,7 +274,13 @@ pub fn parse_with_depth(input: &[u8], max_depth: usize) -> Result<Value, ParseEr
     }
     let text = match std::str::from_utf8(input) {
         Ok(t) => t,
-        Err(e) => return Err(error_at(input, e.valid_up_to(), ParseErrorKind::InvalidUtf8)),
+        Err(e) => {
+            return Err(error_at(
+                input,
+                e.valid_up_to(),
+                ParseErrorKind::InvalidUtf8,
+            ))
+        }
     };
     let mut p = Parser {
         bytes: text.as_bytes(),
@@ -278,7 +292,9 @@ pub fn parse_with_depth(input: &[u8], max_depth: usize) -> Result<Value, ParseEr
     if p.pos == p.bytes.len() {
         return Err(error_at(input, p.pos, ParseErrorKind::Empty));
     }
-    let value = p.value(0).map_err(|(pos, kind)| error_at(input, pos, kind))?;
+    let value = p
+        .value(0)
+        .map_err(|(pos, kind)| error_at(input, pos, kind))?;
     p.skip_ws();
     if p.pos != p.bytes.len() {
         return Err(error_at(input, p.pos, ParseErrorKind::TrailingCharacters));
@@ -297,7 +313,11 @@ pub fn parse_tool(input: &[u8]) -> Result<Value, ParseError> {
             .iter()
             .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
             .unwrap_or(0);
-        Err(error_at(input, start, ParseErrorKind::NotAnObject(value.kind())))
+        Err(error_at(
+            input,
+            start,
+            ParseErrorKind::NotAnObject(value.kind()),
+        ))
     }
 }
 
@@ -544,7 +564,10 @@ impl Parser<'_> {
                                 // escaped low surrogate forms a pair. Anything else
                                 // decodes to U+FFFD and the next escape is read on
                                 // its own, as Go's encoding/json does (C1).
-                                let low = if first < 0xDC00 && self.bytes.get(i) == Some(&b'\\') && self.bytes.get(i + 1) == Some(&b'u') {
+                                let low = if first < 0xDC00
+                                    && self.bytes.get(i) == Some(&b'\\')
+                                    && self.bytes.get(i + 1) == Some(&b'u')
+                                {
                                     self.hex4(i + 2).filter(|l| (0xDC00..0xE000).contains(l))
                                 } else {
                                     None
@@ -552,7 +575,8 @@ impl Parser<'_> {
                                 match low {
                                     Some(low) => {
                                         i += 6;
-                                        let cp = 0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00);
+                                        let cp =
+                                            0x10000 + ((first - 0xD800) << 10) + (low - 0xDC00);
                                         out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
                                     }
                                     None => out.push('\u{FFFD}'),
@@ -604,13 +628,19 @@ mod tests {
         assert_eq!(p("1").unwrap(), p("1.0").unwrap());
         assert_eq!(p("1").unwrap(), p("1e0").unwrap());
         assert_eq!(p("-0").unwrap(), p("0").unwrap());
-        assert_eq!(p("9007199254740993").unwrap(), p("9007199254740992").unwrap());
+        assert_eq!(
+            p("9007199254740993").unwrap(),
+            p("9007199254740992").unwrap()
+        );
         assert_ne!(p("1").unwrap(), p("1.5").unwrap());
     }
 
     #[test]
     fn out_of_range_number_is_an_error() {
-        assert_eq!(p("1e400").unwrap_err().kind, ParseErrorKind::NumberOutOfRange);
+        assert_eq!(
+            p("1e400").unwrap_err().kind,
+            ParseErrorKind::NumberOutOfRange
+        );
         assert_eq!(p("1e-400").unwrap(), Value::Number(0.0));
     }
 
@@ -623,13 +653,22 @@ mod tests {
     #[test]
     fn lone_surrogates_become_replacement_characters() {
         assert_eq!(p(r#""\ud800""#).unwrap(), Value::String("\u{FFFD}".into()));
-        assert_eq!(p(r#""\udc00x""#).unwrap(), Value::String("\u{FFFD}x".into()));
-        assert_eq!(p(r#""\ud800\u0041""#).unwrap(), Value::String("\u{FFFD}A".into()));
+        assert_eq!(
+            p(r#""\udc00x""#).unwrap(),
+            Value::String("\u{FFFD}x".into())
+        );
+        assert_eq!(
+            p(r#""\ud800\u0041""#).unwrap(),
+            Value::String("\u{FFFD}A".into())
+        );
         assert_eq!(
             p(r#""\ud800\ud83d\ude00""#).unwrap(),
             Value::String("\u{FFFD}\u{1F600}".into())
         );
-        assert_eq!(p(r#""\ud83d\ude00""#).unwrap(), Value::String("\u{1F600}".into()));
+        assert_eq!(
+            p(r#""\ud83d\ude00""#).unwrap(),
+            Value::String("\u{1F600}".into())
+        );
     }
 
     #[test]
@@ -662,8 +701,26 @@ mod tests {
     #[test]
     fn rejects_what_rfc_8259_rejects() {
         for bad in [
-            "", " ", "{", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "1e", "\"\t\"", "'a'",
-            "{a:1}", "[1 2]", "nul", "\"\\x\"", "\"\\u12\"", "1 2", "NaN", "Infinity",
+            "",
+            " ",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "1e",
+            "\"\t\"",
+            "'a'",
+            "{a:1}",
+            "[1 2]",
+            "nul",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "1 2",
+            "NaN",
+            "Infinity",
         ] {
             assert!(p(bad).is_err(), "{bad:?} should be rejected");
         }
@@ -692,7 +749,10 @@ mod tests {
     #[test]
     fn to_json_is_sorted_and_round_trips() {
         let v = p(r#"{"b":[1,2.5,"x\n"],"a":{"z":null,"y":true}}"#).unwrap();
-        assert_eq!(v.to_json(), r#"{"a":{"y":true,"z":null},"b":[1,2.5,"x\n"]}"#);
+        assert_eq!(
+            v.to_json(),
+            r#"{"a":{"y":true,"z":null},"b":[1,2.5,"x\n"]}"#
+        );
         assert_eq!(p(&v.to_json()).unwrap(), v);
     }
 }

@@ -130,7 +130,14 @@ mod tests {
 
     #[test]
     fn every_pattern_compiles() {
-        for re in [&URL, &UNIX_PATH, &WINDOWS_PATH, &IPV4, &DOMAIN, &SERVER_TOOL] {
+        for re in [
+            &URL,
+            &UNIX_PATH,
+            &WINDOWS_PATH,
+            &IPV4,
+            &DOMAIN,
+            &SERVER_TOOL,
+        ] {
             LazyLock::force(re);
         }
     }
@@ -144,7 +151,10 @@ mod tests {
         );
         assert_eq!(
             texts("see https://a.example.com\u{a0}next"),
-            [(Url, "https://a.example.com\u{a0}next"), (Domain, "a.example.com")]
+            [
+                (Url, "https://a.example.com\u{a0}next"),
+                (Domain, "a.example.com")
+            ]
         );
     }
 
@@ -165,14 +175,20 @@ mod tests {
     fn unix_path_needs_a_separator_before_it() {
         use PatternKind::*;
         assert_eq!(texts("/etc/passwd"), [(UnixPath, "/etc/passwd")]);
-        assert_eq!(texts("read (/etc/x) and a=/b"), [(UnixPath, "/etc/x)"), (UnixPath, "/b")]);
+        assert_eq!(
+            texts("read (/etc/x) and a=/b"),
+            [(UnixPath, "/etc/x)"), (UnixPath, "/b")]
+        );
         assert_eq!(texts("a/b and / alone"), []);
     }
 
     #[test]
     fn server_tool_follows_re2() {
         let all = |s: &str| -> Vec<String> {
-            SERVER_TOOL.find_iter(s).map(|m| m.as_str().to_string()).collect()
+            SERVER_TOOL
+                .find_iter(s)
+                .map(|m| m.as_str().to_string())
+                .collect()
         };
         assert_eq!(all("use github/create_issue now"), ["github/create_issue"]);
         assert_eq!(all("foo-bar/baz- x"), ["foo-bar/baz"]);

@@ -109,15 +109,22 @@ mod tests {
 
     #[test]
     fn comments_blank_lines_and_white_space_are_skipped() {
-        let list = PhraseList::parse("# c\n\n  you must \r\n\t# also\nDo Not Tell\ndo not tell\n\u{a0}x\u{a0}\n");
+        let list = PhraseList::parse(
+            "# c\n\n  you must \r\n\t# also\nDo Not Tell\ndo not tell\n\u{a0}x\u{a0}\n",
+        );
         assert_eq!(list.phrases(), ["you must", "Do Not Tell", "x"]);
         assert_eq!(list.lowered(1), "do not tell");
     }
 
     #[test]
     fn overlapping_phrases_are_all_found() {
-        let list = PhraseList::parse("ignore previous instructions\nprevious\nignore all previous instructions\n");
-        assert_eq!(list.find_in("please ignore previous instructions"), vec![(0, 7), (1, 14)]);
+        let list = PhraseList::parse(
+            "ignore previous instructions\nprevious\nignore all previous instructions\n",
+        );
+        assert_eq!(
+            list.find_in("please ignore previous instructions"),
+            vec![(0, 7), (1, 14)]
+        );
     }
 
     #[test]

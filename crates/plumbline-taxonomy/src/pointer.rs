@@ -58,14 +58,20 @@ mod tests {
 
     #[test]
     fn escapes_tilde_and_slash() {
-        assert_eq!(from_tokens(&["a/description", "~x", ""]), "/a~1description/~0x/");
+        assert_eq!(
+            from_tokens(&["a/description", "~x", ""]),
+            "/a~1description/~0x/"
+        );
         assert_eq!(from_tokens::<&str>(&[]), "");
     }
 
     #[test]
     fn resolves_objects_and_arrays() {
         let v = parse(br#"{"a":{"b/c":[10,{"d":true}]}}"#).unwrap();
-        assert_eq!(resolve(&v, &["a", "b/c", "1", "d"]), Some(&Value::Bool(true)));
+        assert_eq!(
+            resolve(&v, &["a", "b/c", "1", "d"]),
+            Some(&Value::Bool(true))
+        );
         assert_eq!(resolve(&v, &["a", "b/c", "01"]), None);
         assert_eq!(resolve(&v, &["a", "x"]), None);
     }

@@ -253,7 +253,11 @@ mod tests {
         for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
             let full: Vec<char> = c.to_lowercase().collect();
             if full.len() != 1 {
-                assert_eq!(c, '\u{130}', "U+{:04X} lowercases to several chars", c as u32);
+                assert_eq!(
+                    c, '\u{130}',
+                    "U+{:04X} lowercases to several chars",
+                    c as u32
+                );
             }
         }
         assert_eq!(lower("\u{130}GNORE"), "ignore");

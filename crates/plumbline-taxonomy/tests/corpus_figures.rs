@@ -5,7 +5,10 @@ use plumbline_taxonomy::corpus::{grade, parse_pairs};
 use plumbline_taxonomy::{Classifier, Severity};
 
 fn corpus(name: &str) -> String {
-    let path = format!("{}/../../testdata/corpus/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../testdata/corpus/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -30,7 +33,11 @@ fn published_attacks_graded_high_or_above_do_not_regress() {
     let pairs = parse_pairs(&corpus("attack-pairs.jsonl")).unwrap();
     assert_eq!(pairs.len(), 109);
     let g = grade(&Classifier::default(), &pairs, Severity::High);
-    assert!(g.count_at_least(Severity::High) >= 81, "{:?}", g.by_severity);
+    assert!(
+        g.count_at_least(Severity::High) >= 81,
+        "{:?}",
+        g.by_severity
+    );
 }
 
 #[test]
@@ -43,8 +50,16 @@ fn the_v1_minimum_alone_gives_the_recorded_baseline() {
         .to_owned();
     let classifier = Classifier::new(plumbline_taxonomy::PhraseList::parse(&minimum));
     assert_eq!(classifier.phrases().len(), 23);
-    let attacks = grade(&classifier, &parse_pairs(&corpus("attack-pairs.jsonl")).unwrap(), Severity::High);
-    let benign = grade(&classifier, &parse_pairs(&corpus("real-pairs.jsonl")).unwrap(), Severity::Critical);
+    let attacks = grade(
+        &classifier,
+        &parse_pairs(&corpus("attack-pairs.jsonl")).unwrap(),
+        Severity::High,
+    );
+    let benign = grade(
+        &classifier,
+        &parse_pairs(&corpus("real-pairs.jsonl")).unwrap(),
+        Severity::Critical,
+    );
     assert_eq!(attacks.count_at_least(Severity::High), 71);
     assert_eq!(benign.count_at_least(Severity::Critical), 2);
 }

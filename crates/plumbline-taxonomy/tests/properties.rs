@@ -10,11 +10,38 @@ use proptest::prelude::*;
 /// bidi code points, case folds, punctuation and white space.
 fn text() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
-        "Read", "the", "file", "You MUST", "do not tell", "\u{130}GNORE previous instructions",
-        "\u{212A}eep this secret", "https://evil.example.com/x", "/etc/passwd", "C:\\Users\\x",
-        "10.0.0.1", "api.example.io", "github/create_issue", "mcp://srv", "call the", "\u{200B}",
-        "\u{202E}", "<!--", "\u{AD}", "caf\u{E9}", "cafe\u{301}", "\u{A0}", " ", "\n", ",", ".",
-        "\u{17F}", "\u{2028}", "\u{FFFD}", "x\u{1B}[31m", "<IMPORTANT>", "\u{1F600}",
+        "Read",
+        "the",
+        "file",
+        "You MUST",
+        "do not tell",
+        "\u{130}GNORE previous instructions",
+        "\u{212A}eep this secret",
+        "https://evil.example.com/x",
+        "/etc/passwd",
+        "C:\\Users\\x",
+        "10.0.0.1",
+        "api.example.io",
+        "github/create_issue",
+        "mcp://srv",
+        "call the",
+        "\u{200B}",
+        "\u{202E}",
+        "<!--",
+        "\u{AD}",
+        "caf\u{E9}",
+        "cafe\u{301}",
+        "\u{A0}",
+        " ",
+        "\n",
+        ",",
+        ".",
+        "\u{17F}",
+        "\u{2028}",
+        "\u{FFFD}",
+        "x\u{1B}[31m",
+        "<IMPORTANT>",
+        "\u{1F600}",
     ]);
     prop::collection::vec(atoms, 0..8).prop_map(|parts| parts.concat())
 }
@@ -30,9 +57,25 @@ fn leaf() -> impl Strategy<Value = Value> {
 
 fn key() -> impl Strategy<Value = String> {
     prop::sample::select(vec![
-        "name", "title", "description", "inputSchema", "outputSchema", "properties", "required",
-        "annotations", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint",
-        "type", "default", "a", "b", "a/description", "~", "",
+        "name",
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "properties",
+        "required",
+        "annotations",
+        "readOnlyHint",
+        "destructiveHint",
+        "idempotentHint",
+        "openWorldHint",
+        "type",
+        "default",
+        "a",
+        "b",
+        "a/description",
+        "~",
+        "",
     ])
     .prop_map(str::to_owned)
 }
@@ -54,8 +97,11 @@ fn tool() -> impl Strategy<Value = Value> {
 /// Two related tools: `b` is `a` with some top-level fields replaced, so
 /// pairs share structure the way real drift does.
 fn related_pair() -> impl Strategy<Value = (Value, Value)> {
-    (tool(), prop::collection::btree_map(key(), prop::option::of(value()), 0..4)).prop_map(
-        |(a, edits)| {
+    (
+        tool(),
+        prop::collection::btree_map(key(), prop::option::of(value()), 0..4),
+    )
+        .prop_map(|(a, edits)| {
             let mut b = a.as_object().cloned().unwrap_or_default();
             for (k, v) in edits {
                 match v {
@@ -64,8 +110,7 @@ fn related_pair() -> impl Strategy<Value = (Value, Value)> {
                 };
             }
             (a, Value::Object(b))
-        },
-    )
+        })
 }
 
 /// JSON text for `v` with object members in an order drawn from `seed`.
@@ -74,7 +119,9 @@ fn shuffled_text(v: &Value, seed: &mut u64, out: &mut String) {
         Value::Object(m) => {
             let mut members: Vec<(&String, &Value)> = m.iter().collect();
             for i in (1..members.len()).rev() {
-                *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 members.swap(i, (*seed >> 33) as usize % (i + 1));
             }
             out.push('{');
@@ -169,16 +216,39 @@ proptest! {
 /// Text that is often almost JSON: structural tokens, escapes, numbers.
 fn json_like() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
-        "{", "}", "[", "]", ",", ":", "\"", "\"description\"", "\"a\"", "\\u0000", "\\ud800",
-        "\\udc00", "\\u", "\\", "1", "-0", "1e400", "1.0", "true", "null", " ", "\n", "\u{FEFF}",
-        "\u{200B}", "é",
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        "\"",
+        "\"description\"",
+        "\"a\"",
+        "\\u0000",
+        "\\ud800",
+        "\\udc00",
+        "\\u",
+        "\\",
+        "1",
+        "-0",
+        "1e400",
+        "1.0",
+        "true",
+        "null",
+        " ",
+        "\n",
+        "\u{FEFF}",
+        "\u{200B}",
+        "é",
     ]);
     prop::collection::vec(atoms, 0..40).prop_map(|parts| parts.concat())
 }
 
 #[test]
 fn evidence_serialises_to_json() {
-    let old = parse_tool(br#"{"description":"Adds.","annotations":{"readOnlyHint":true}}"#).unwrap();
+    let old =
+        parse_tool(br#"{"description":"Adds.","annotations":{"readOnlyHint":true}}"#).unwrap();
     let new = parse_tool(
         br#"{"description":"Adds.\u200b See https://x.example.com","annotations":{"readOnlyHint":false}}"#,
     )

@@ -35,25 +35,35 @@ fn main() {
     let mut trials: Vec<Trial> = dirs
         .iter()
         .map(|dir| {
-            let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let dir = dir.clone();
             let classifier = classifier.clone();
-            Trial::test(format!("fixture::{name}"), move || run_fixture(&classifier, &dir))
+            Trial::test(format!("fixture::{name}"), move || {
+                run_fixture(&classifier, &dir)
+            })
         })
         .collect();
     let all = dirs.clone();
-    trials.push(Trial::test("meta::every_rule_has_enough_fixtures", move || {
-        count_per_rule(&all)
-    }));
+    trials.push(Trial::test(
+        "meta::every_rule_has_enough_fixtures",
+        move || count_per_rule(&all),
+    ));
     let all = dirs;
-    trials.push(Trial::test("meta::every_fixture_directory_is_well_formed", move || {
-        let problems: Vec<String> = all.iter().filter_map(|d| check_shape(d).err()).collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("\n").into())
-        }
-    }));
+    trials.push(Trial::test(
+        "meta::every_fixture_directory_is_well_formed",
+        move || {
+            let problems: Vec<String> = all.iter().filter_map(|d| check_shape(d).err()).collect();
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems.join("\n").into())
+            }
+        },
+    ));
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -84,7 +94,11 @@ fn parse_name(name: &str) -> Result<RuleId, String> {
 /// unique rules, a severity that is the max of its rules, and no keys
 /// besides `severity`, `rules` and the optional hand-written `why`.
 fn check_shape(dir: &Path) -> Result<(), String> {
-    let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let name = dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
     parse_name(&name)?;
     let mut files: Vec<String> = fs::read_dir(dir)
         .map_err(|e| format!("{name}: {e}"))?
@@ -92,7 +106,9 @@ fn check_shape(dir: &Path) -> Result<(), String> {
         .collect();
     files.sort();
     if files != ["new.json", "old.json", "want.json"] {
-        return Err(format!("{name}: holds {files:?}, want exactly new.json, old.json, want.json"));
+        return Err(format!(
+            "{name}: holds {files:?}, want exactly new.json, old.json, want.json"
+        ));
     }
     for f in ["old.json", "new.json"] {
         let bytes = fs::read(dir.join(f)).map_err(|e| format!("{name}/{f}: {e}"))?;
@@ -108,8 +124,13 @@ struct Want {
 }
 
 fn read_want(dir: &Path) -> Result<Want, String> {
-    let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
-    let text = fs::read_to_string(dir.join("want.json")).map_err(|e| format!("{name}/want.json: {e}"))?;
+    let name = dir
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let text =
+        fs::read_to_string(dir.join("want.json")).map_err(|e| format!("{name}/want.json: {e}"))?;
     let json: BTreeMap<String, Json> =
         serde_json::from_str(&text).map_err(|e| format!("{name}/want.json: {e}"))?;
     for key in json.keys() {
@@ -136,16 +157,26 @@ fn read_want(dir: &Path) -> Result<Want, String> {
         .collect::<Option<_>>()
         .ok_or(format!("{name}/want.json: unknown rule in {rules:?}"))?;
     if parsed.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(format!("{name}/want.json: rules not sorted and unique: {rules:?}"));
+        return Err(format!(
+            "{name}/want.json: rules not sorted and unique: {rules:?}"
+        ));
     }
-    let max = parsed.iter().map(|r| r.severity()).max().unwrap_or_default();
+    let max = parsed
+        .iter()
+        .map(|r| r.severity())
+        .max()
+        .unwrap_or_default();
     if max.as_str() != severity {
         return Err(format!(
             "{name}/want.json: severity {severity} is not the max of {rules:?} ({max})"
         ));
     }
     let why = json.get("why").and_then(Json::as_str).map(str::to_owned);
-    Ok(Want { severity, rules, why })
+    Ok(Want {
+        severity,
+        rules,
+        why,
+    })
 }
 
 fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
@@ -176,7 +207,11 @@ fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
 fn count_per_rule(dirs: &[PathBuf]) -> Result<(), Failed> {
     let mut counts: BTreeMap<RuleId, usize> = RuleId::ALL.iter().map(|r| (*r, 0)).collect();
     for d in dirs {
-        let name = d.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = d
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let rule = parse_name(&name)?;
         *counts.entry(rule).or_default() += 1;
     }

@@ -44,12 +44,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     // One piece of evidence per name, listing every clause that holds,
     // in the order the names are first met.
     let mut names: Vec<(String, Value, Vec<RequiredClause>)> = Vec::new();
-    let mut note = |pointer: String, name: &Value, clause| {
-        match names.iter_mut().find(|(_, n, _)| n == name) {
-            Some((_, _, clauses)) if !clauses.contains(&clause) => clauses.push(clause),
-            Some(_) => {}
-            None => names.push((pointer, name.clone(), vec![clause])),
-        }
+    let mut note = |pointer: String, name: &Value, clause| match names
+        .iter_mut()
+        .find(|(_, n, _)| n == name)
+    {
+        Some((_, _, clauses)) if !clauses.contains(&clause) => clauses.push(clause),
+        Some(_) => {}
+        None => names.push((pointer, name.clone(), vec![clause])),
     };
     if let Some(new_required) = new_required {
         // Clause 1: an entry added to the array (this also catches a
@@ -69,7 +70,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         // Clause 2: a value absent from the old array (as JSON values).
         for (i, v) in new_required.iter().enumerate() {
             if !old_required.contains(v) {
-                note(format!("/inputSchema/required/{i}"), v, RequiredClause::NewMember);
+                note(
+                    format!("/inputSchema/required/{i}"),
+                    v,
+                    RequiredClause::NewMember,
+                );
             }
         }
     }
@@ -79,7 +84,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         if is_required(new_required, name) {
             let mut pointer = String::from("/inputSchema/properties");
             crate::pointer::push_token(&mut pointer, name);
-            note(pointer, &Value::String(name.to_owned()), RequiredClause::NewRequiredProperty);
+            note(
+                pointer,
+                &Value::String(name.to_owned()),
+                RequiredClause::NewRequiredProperty,
+            );
         }
     }
     names

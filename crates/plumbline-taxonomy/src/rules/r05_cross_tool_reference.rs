@@ -90,10 +90,16 @@ fn elements(s: &str) -> Vec<(Element, String)> {
             hits
         });
         let r = whole.range();
-        if spans.iter().any(|h| h.span.start <= r.start && r.end <= h.span.end) {
+        if spans
+            .iter()
+            .any(|h| h.span.start <= r.start && r.end <= h.span.end)
+        {
             continue;
         }
-        out.push((Element::Token(whole.as_str().to_owned()), whole.as_str().to_owned()));
+        out.push((
+            Element::Token(whole.as_str().to_owned()),
+            whole.as_str().to_owned(),
+        ));
     }
     out
 }
