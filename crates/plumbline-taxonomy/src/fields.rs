@@ -86,45 +86,14 @@ fn walk<'a>(v: &'a Value, path: &mut Vec<Seg<'a>>, f: &mut impl FnMut(&[Seg<'a>]
     }
 }
 
-/// Calls `f` with the path and text of every string value under `new`,
-/// and the value at the same path under `old` (`None` where `old` has no
-/// value at that path). One walk pairs both trees, so no pointer strings
-/// or maps are built for the many values that did not change.
-pub fn for_each_string_beside<'a>(
-    new: &'a Value,
-    old: Option<&'a Value>,
-    f: &mut impl FnMut(&[Seg<'a>], &'a str, Option<&'a Value>),
+/// Like [`for_each_string`], for the subtree `root` found at `prefix`:
+/// paths passed to `f` start with `prefix`.
+pub fn for_each_string_at<'a>(
+    root: &'a Value,
+    mut prefix: Vec<Seg<'a>>,
+    f: &mut impl FnMut(&[Seg<'a>], &'a str),
 ) {
-    let mut path = Vec::new();
-    walk_beside(new, old, &mut path, f);
-}
-
-fn walk_beside<'a>(
-    new: &'a Value,
-    old: Option<&'a Value>,
-    path: &mut Vec<Seg<'a>>,
-    f: &mut impl FnMut(&[Seg<'a>], &'a str, Option<&'a Value>),
-) {
-    match new {
-        Value::String(s) => f(path, s, old),
-        Value::Array(items) => {
-            let old_items = old.and_then(Value::as_array);
-            for (i, item) in items.iter().enumerate() {
-                path.push(Seg::Index(i));
-                walk_beside(item, old_items.and_then(|o| o.get(i)), path, f);
-                path.pop();
-            }
-        }
-        Value::Object(map) => {
-            let old_map = old.and_then(Value::as_object);
-            for (k, item) in map {
-                path.push(Seg::Key(k));
-                walk_beside(item, old_map.and_then(|o| o.get(k)), path, f);
-                path.pop();
-            }
-        }
-        _ => {}
-    }
+    walk(root, &mut prefix, f);
 }
 
 /// The human-readable string fields of `tool`, keyed by pointer.

@@ -1,6 +1,6 @@
 //! The imperative phrase list of R02 (spec 3.1, clarifications C8–C9).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::text::lower;
 
@@ -42,6 +42,7 @@ impl PhraseList {
             // Standard semantics, so overlapping matches can all be reported.
             Some(
                 AhoCorasickBuilder::new()
+                    .kind(Some(AhoCorasickKind::DFA))
                     .match_kind(MatchKind::Standard)
                     .build(&lowered)
                     .unwrap_or_else(|e| panic!("building the phrase matcher: {e}")),
@@ -88,6 +89,11 @@ impl PhraseList {
         let Some(matcher) = &self.matcher else {
             return Vec::new();
         };
+        // Most texts hold no phrase; a plain search can use the matcher's
+        // prefilter, which the overlapping search cannot.
+        if !matcher.is_match(lowered_text) {
+            return Vec::new();
+        }
         let mut first: Vec<Option<usize>> = vec![None; self.lowered.len()];
         for m in matcher.find_overlapping_iter(lowered_text) {
             let slot = &mut first[m.pattern().as_usize()];

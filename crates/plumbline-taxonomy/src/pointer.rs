@@ -6,6 +6,10 @@ use crate::json::Value;
 /// as `~1`.
 pub fn push_token(pointer: &mut String, token: &str) {
     pointer.push('/');
+    if !token.contains(['~', '/']) {
+        pointer.push_str(token);
+        return;
+    }
     for c in token.chars() {
         match c {
             '~' => pointer.push_str("~0"),

@@ -4,10 +4,13 @@
 
 use crate::diff::Change;
 use crate::evidence::Evidence;
-use crate::fields::{for_each_string_beside, is_human_readable, pointer_of};
+use std::cell::OnceCell;
+
+use crate::fields::{for_each_string_at, is_human_readable, pointer_of, Seg};
 use crate::json::Value;
 use crate::phrases::PhraseList;
 use crate::severity::RuleId;
+use crate::text::lower;
 
 pub mod r01_invisible_payload;
 pub mod r02_imperative_instruction;
@@ -45,6 +48,17 @@ pub(crate) struct StringChange<'a> {
     pub new: &'a str,
     /// Whether the field is human-readable (C6).
     pub human_readable: bool,
+    lowered: OnceCell<(String, String)>,
+}
+
+impl StringChange<'_> {
+    /// `(old, new)` lowercased per C8, computed once for R02 and R05.
+    pub fn lowered(&self) -> (&str, &str) {
+        let (old, new) = self
+            .lowered
+            .get_or_init(|| (lower(self.old), lower(self.new)));
+        (old, new)
+    }
 }
 
 /// Everything a rule may consult, computed once per classification.
@@ -64,19 +78,37 @@ impl<'a> Context<'a> {
         changes: &'a [Change<'a>],
         phrases: &'a PhraseList,
     ) -> Self {
+        // A string of the new tool differs from the old value at its path
+        // exactly when it lies at or under an Added or Modified change: the
+        // diff descends wherever both sides are objects or both arrays, so
+        // every other string is equal to its old counterpart.
         let mut changed_strings = Vec::new();
-        for_each_string_beside(new, Some(old), &mut |path, new_text, old_value| {
-            let old_text = old_value.and_then(Value::as_str);
-            if old_text == Some(new_text) {
-                return;
-            }
-            changed_strings.push(StringChange {
-                pointer: pointer_of(path),
-                old: old_text.unwrap_or(""),
-                new: new_text,
-                human_readable: is_human_readable(path),
+        for change in changes {
+            let Some(new_value) = change.new else {
+                continue;
+            };
+            let prefix: Vec<Seg<'a>> = change.path.iter().map(|t| Seg::Key(t.as_str())).collect();
+            let depth = prefix.len();
+            for_each_string_at(new_value, prefix, &mut |path, new_text| {
+                // Only the change's own value has an old counterpart; below
+                // it the old side is missing or of another type.
+                let old_text = if path.len() == depth {
+                    change.old.and_then(Value::as_str)
+                } else {
+                    None
+                };
+                if old_text == Some(new_text) {
+                    return;
+                }
+                changed_strings.push(StringChange {
+                    pointer: pointer_of(path),
+                    old: old_text.unwrap_or(""),
+                    new: new_text,
+                    human_readable: is_human_readable(path),
+                    lowered: OnceCell::new(),
+                });
             });
-        });
+        }
         Context {
             old,
             new,

@@ -4,7 +4,6 @@
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
 use crate::severity::RuleId;
-use crate::text::lower;
 
 pub const DOC: &str = include_str!("r02_imperative_instruction.md");
 
@@ -14,12 +13,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         return found;
     }
     for f in ctx.changed_fields() {
-        let new_lower = lower(f.new);
-        let in_new = ctx.phrases.find_in(&new_lower);
+        let (old_lower, new_lower) = f.lowered();
+        let in_new = ctx.phrases.find_in(new_lower);
         if in_new.is_empty() {
             continue;
         }
-        let in_old = ctx.phrases.find_in(&lower(f.old));
+        let in_old = ctx.phrases.find_in(old_lower);
         for (index, at) in in_new {
             if in_old.iter().any(|(i, _)| *i == index) {
                 continue;
@@ -31,7 +30,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
                 pointer: f.pointer.clone(),
                 detail: Detail::Phrase {
                     phrase: phrase.to_owned(),
-                    text: original_span(f.new, &new_lower, at, len),
+                    text: original_span(f.new, new_lower, at, len),
                 },
             });
         }

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use super::r02_imperative_instruction::original_span;
 use super::{Context, Found};
@@ -42,6 +42,7 @@ pub const EXCLUDED_LEFT: [&str; 9] = [
 /// One pass over the lowered text finds every fixed phrase.
 static FIXED: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasick::builder()
+        .kind(Some(AhoCorasickKind::DFA))
         .match_kind(MatchKind::Standard)
         .build(FIXED_PHRASES)
         .unwrap_or_else(|e| panic!("building the R05 phrase matcher: {e}"))
@@ -55,16 +56,17 @@ enum Element {
 
 /// The R05 element set of one field (C12), with the text each element was
 /// found as.
-fn elements(s: &str) -> Vec<(Element, String)> {
+fn elements(s: &str, lowered: &str) -> Vec<(Element, String)> {
     let mut out = Vec::new();
-    let lowered = lower(s);
     let mut first: [Option<usize>; FIXED_PHRASES.len()] = [None; FIXED_PHRASES.len()];
-    for m in FIXED.find_overlapping_iter(&lowered) {
-        first[m.pattern().as_usize()].get_or_insert(m.start());
+    if FIXED.is_match(lowered) {
+        for m in FIXED.find_overlapping_iter(lowered) {
+            first[m.pattern().as_usize()].get_or_insert(m.start());
+        }
     }
     for (i, at) in first.into_iter().enumerate() {
         if let Some(at) = at {
-            let text = original_span(s, &lowered, at, FIXED_PHRASES[i].chars().count());
+            let text = original_span(s, lowered, at, FIXED_PHRASES[i].chars().count());
             out.push((Element::Phrase(i), text));
         }
     }
@@ -107,11 +109,15 @@ fn elements(s: &str) -> Vec<(Element, String)> {
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
     for f in ctx.changed_fields() {
-        let new = elements(f.new);
+        let (old_lower, new_lower) = f.lowered();
+        let new = elements(f.new, new_lower);
         if new.is_empty() {
             continue;
         }
-        let old: HashSet<Element> = elements(f.old).into_iter().map(|(e, _)| e).collect();
+        let old: HashSet<Element> = elements(f.old, old_lower)
+            .into_iter()
+            .map(|(e, _)| e)
+            .collect();
         let mut seen = HashSet::new();
         for (element, text) in new {
             if old.contains(&element) || !seen.insert(element.clone()) {
