@@ -50,6 +50,17 @@ fn bench_corpus(c: &mut Criterion) {
             }
         })
     });
+    let parsed: Vec<(Value, Value)> = pairs
+        .iter()
+        .map(|(o, n)| (parse_tool(o).expect("tool"), parse_tool(n).expect("tool")))
+        .collect();
+    g.bench_function("classify_preparsed", |b| {
+        b.iter(|| {
+            for (o, n) in &parsed {
+                black_box(classifier.classify(o, n));
+            }
+        })
+    });
     g.bench_function("classify", |b| {
         b.iter(|| {
             for (old, new) in &pairs {

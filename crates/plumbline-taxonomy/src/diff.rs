@@ -1,7 +1,7 @@
 //! The structural diff of spec 2.2, as clarification C5 defines it.
 
+use crate::fields::{pointer_of, Seg};
 use crate::json::Value;
-use crate::pointer;
 
 /// What happened at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -15,8 +15,8 @@ pub enum ChangeKind {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change<'a> {
     pub kind: ChangeKind,
-    /// Unescaped reference tokens from the root.
-    pub path: Vec<String>,
+    /// The path from the root: object keys (unescaped) and array indices.
+    pub path: Vec<Seg<'a>>,
     /// The value before; `None` for `Added`.
     pub old: Option<&'a Value>,
     /// The value after; `None` for `Removed`.
@@ -26,7 +26,7 @@ pub struct Change<'a> {
 impl Change<'_> {
     /// The path as an RFC 6901 pointer.
     pub fn pointer(&self) -> String {
-        pointer::from_tokens(&self.path)
+        pointer_of(&self.path)
     }
 }
 
@@ -45,7 +45,7 @@ pub fn diff<'a>(old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
     changes
 }
 
-fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<String>, out: &mut Vec<Change<'a>>) {
+fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<Seg<'a>>, out: &mut Vec<Change<'a>>) {
     match (old, new) {
         (Value::Object(o), Value::Object(n)) => {
             // Both maps iterate in sorted key order: merge them.
@@ -55,22 +55,22 @@ fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<String>, out: &mut Ve
                 match (oi.peek(), ni.peek()) {
                     (None, None) => break,
                     (Some((ok, ov)), Some((nk, nv))) if ok == nk => {
-                        path.push((*ok).clone());
+                        path.push(Seg::Key(ok));
                         walk(ov, nv, path, out);
                         path.pop();
                         oi.next();
                         ni.next();
                     }
                     (Some((ok, ov)), Some((nk, _))) if ok < nk => {
-                        out.push(one(ChangeKind::Removed, path, ok, Some(ov), None));
+                        out.push(one(ChangeKind::Removed, path, Seg::Key(ok), Some(ov), None));
                         oi.next();
                     }
                     (Some((ok, ov)), None) => {
-                        out.push(one(ChangeKind::Removed, path, ok, Some(ov), None));
+                        out.push(one(ChangeKind::Removed, path, Seg::Key(ok), Some(ov), None));
                         oi.next();
                     }
                     (_, Some((nk, nv))) => {
-                        out.push(one(ChangeKind::Added, path, nk, None, Some(nv)));
+                        out.push(one(ChangeKind::Added, path, Seg::Key(nk), None, Some(nv)));
                         ni.next();
                     }
                 }
@@ -79,21 +79,15 @@ fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<String>, out: &mut Ve
         (Value::Array(o), Value::Array(n)) => {
             let shared = o.len().min(n.len());
             for i in 0..shared {
-                path.push(i.to_string());
+                path.push(Seg::Index(i));
                 walk(&o[i], &n[i], path, out);
                 path.pop();
             }
             for (i, v) in o.iter().enumerate().skip(shared) {
-                out.push(one(
-                    ChangeKind::Removed,
-                    path,
-                    &i.to_string(),
-                    Some(v),
-                    None,
-                ));
+                out.push(one(ChangeKind::Removed, path, Seg::Index(i), Some(v), None));
             }
             for (i, v) in n.iter().enumerate().skip(shared) {
-                out.push(one(ChangeKind::Added, path, &i.to_string(), None, Some(v)));
+                out.push(one(ChangeKind::Added, path, Seg::Index(i), None, Some(v)));
             }
         }
         _ => {
@@ -111,13 +105,14 @@ fn walk<'a>(old: &'a Value, new: &'a Value, path: &mut Vec<String>, out: &mut Ve
 
 fn one<'a>(
     kind: ChangeKind,
-    path: &[String],
-    last: &str,
+    path: &[Seg<'a>],
+    last: Seg<'a>,
     old: Option<&'a Value>,
     new: Option<&'a Value>,
 ) -> Change<'a> {
-    let mut p = path.to_vec();
-    p.push(last.to_owned());
+    let mut p = Vec::with_capacity(path.len() + 1);
+    p.extend_from_slice(path);
+    p.push(last);
     Change {
         kind,
         path: p,

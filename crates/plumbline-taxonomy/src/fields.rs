@@ -47,16 +47,6 @@ pub fn is_human_readable(path: &[Seg<'_>]) -> bool {
     }
 }
 
-/// The same test on the unescaped tokens of a change path.
-pub fn is_human_readable_tokens(tokens: &[String]) -> bool {
-    match tokens {
-        [] => false,
-        [first, ..] if first == "annotations" => true,
-        [only] if only == "title" => true,
-        [.., last] => last == "description",
-    }
-}
-
 /// Calls `f` with the path and text of every string value under `root`,
 /// in document order (object keys sorted). Object keys are not values and
 /// are not visited (C13).
@@ -149,16 +139,14 @@ mod tests {
     }
 
     #[test]
-    fn token_form_agrees() {
-        let t = |s: &[&str]| {
-            is_human_readable_tokens(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>())
-        };
-        assert!(t(&["title"]));
-        assert!(t(&["annotations"]));
-        assert!(t(&["x", "description"]));
-        assert!(!t(&["x", "title"]));
-        assert!(!t(&["x", "a/description"]));
-        assert!(!t(&["description", "0"]));
-        assert!(!t(&[]));
+    fn human_readable_paths() {
+        use Seg::{Index, Key};
+        assert!(is_human_readable(&[Key("title")]));
+        assert!(is_human_readable(&[Key("annotations")]));
+        assert!(is_human_readable(&[Key("x"), Key("description")]));
+        assert!(!is_human_readable(&[Key("x"), Key("title")]));
+        assert!(!is_human_readable(&[Key("x"), Key("a/description")]));
+        assert!(!is_human_readable(&[Key("description"), Index(0)]));
+        assert!(!is_human_readable(&[]));
     }
 }

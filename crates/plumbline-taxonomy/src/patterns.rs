@@ -89,13 +89,15 @@ pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
         push_all(&URL, s, PatternKind::Url, out);
     }
     if has_slash {
-        for c in UNIX_PATH.captures_iter(s) {
-            if let Some(m) = c.get(2) {
-                out.push(Hit {
-                    kind: PatternKind::UnixPath,
-                    span: m.range(),
-                });
-            }
+        for m in UNIX_PATH.find_iter(s) {
+            // Group 2 without a capture search: group 1 is either empty (the
+            // `^` branch, so the match starts with the slash) or one ASCII
+            // separator byte.
+            let skip = usize::from(!m.as_str().starts_with('/'));
+            out.push(Hit {
+                kind: PatternKind::UnixPath,
+                span: m.start() + skip..m.end(),
+            });
         }
     }
     if s.contains(":\\") {

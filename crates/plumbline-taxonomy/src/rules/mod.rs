@@ -6,9 +6,9 @@ use crate::diff::Change;
 use crate::evidence::Evidence;
 use std::cell::OnceCell;
 
-use crate::fields::{for_each_string_at, is_human_readable, pointer_of, Seg};
+use crate::fields::{for_each_string_at, is_human_readable, pointer_of};
 use crate::json::Value;
-use crate::phrases::PhraseList;
+use crate::phrases::{PhraseHits, PhraseList};
 use crate::severity::RuleId;
 use crate::text::lower;
 
@@ -48,16 +48,32 @@ pub(crate) struct StringChange<'a> {
     pub new: &'a str,
     /// Whether the field is human-readable (C6).
     pub human_readable: bool,
-    lowered: OnceCell<(String, String)>,
+    old_scan: OnceCell<Scan>,
+    new_scan: OnceCell<Scan>,
+}
+
+/// A text lowercased per C8 and the phrases found in it, computed once per
+/// side for R02 and R05 together.
+pub(crate) struct Scan {
+    pub lowered: String,
+    pub hits: PhraseHits,
 }
 
 impl StringChange<'_> {
-    /// `(old, new)` lowercased per C8, computed once for R02 and R05.
-    pub fn lowered(&self) -> (&str, &str) {
-        let (old, new) = self
-            .lowered
-            .get_or_init(|| (lower(self.old), lower(self.new)));
-        (old, new)
+    pub fn old_scan(&self, phrases: &PhraseList) -> &Scan {
+        self.old_scan.get_or_init(|| Scan::of(self.old, phrases))
+    }
+
+    pub fn new_scan(&self, phrases: &PhraseList) -> &Scan {
+        self.new_scan.get_or_init(|| Scan::of(self.new, phrases))
+    }
+}
+
+impl Scan {
+    fn of(text: &str, phrases: &PhraseList) -> Scan {
+        let lowered = lower(text);
+        let hits = phrases.scan(&lowered);
+        Scan { lowered, hits }
     }
 }
 
@@ -87,9 +103,8 @@ impl<'a> Context<'a> {
             let Some(new_value) = change.new else {
                 continue;
             };
-            let prefix: Vec<Seg<'a>> = change.path.iter().map(|t| Seg::Key(t.as_str())).collect();
-            let depth = prefix.len();
-            for_each_string_at(new_value, prefix, &mut |path, new_text| {
+            let depth = change.path.len();
+            for_each_string_at(new_value, change.path.clone(), &mut |path, new_text| {
                 // Only the change's own value has an old counterpart; below
                 // it the old side is missing or of another type.
                 let old_text = if path.len() == depth {
@@ -105,7 +120,8 @@ impl<'a> Context<'a> {
                     old: old_text.unwrap_or(""),
                     new: new_text,
                     human_readable: is_human_readable(path),
-                    lowered: OnceCell::new(),
+                    old_scan: OnceCell::new(),
+                    new_scan: OnceCell::new(),
                 });
             });
         }

@@ -13,13 +13,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         return found;
     }
     for f in ctx.changed_fields() {
-        let (old_lower, new_lower) = f.lowered();
-        let in_new = ctx.phrases.find_in(new_lower);
-        if in_new.is_empty() {
+        let new = f.new_scan(ctx.phrases);
+        if new.hits.imperative.is_empty() {
             continue;
         }
-        let in_old = ctx.phrases.find_in(old_lower);
-        for (index, at) in in_new {
+        let in_old = &f.old_scan(ctx.phrases).hits.imperative;
+        for &(index, at) in &new.hits.imperative {
             if in_old.iter().any(|(i, _)| *i == index) {
                 continue;
             }
@@ -30,7 +29,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
                 pointer: f.pointer.clone(),
                 detail: Detail::Phrase {
                     phrase: phrase.to_owned(),
-                    text: original_span(f.new, new_lower, at, len),
+                    text: original_span(f.new, &new.lowered, at, len),
                 },
             });
         }

@@ -4,6 +4,7 @@
 use super::{Context, Found};
 use crate::diff::ChangeKind;
 use crate::evidence::{Detail, Evidence, RequiredClause};
+use crate::fields::Seg;
 use crate::json::Value;
 use crate::severity::RuleId;
 
@@ -56,12 +57,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         // Clause 1: an entry added to the array (this also catches a
         // duplicate of a name that was already required).
         for c in ctx.changes {
-            if c.kind == ChangeKind::Added
-                && c.path.len() == 3
-                && c.path[0] == "inputSchema"
-                && c.path[1] == "required"
-                && c.path[2].bytes().all(|b| b.is_ascii_digit())
-            {
+            // `<n>` is an integer: an array index (an object key made of
+            // digits cannot occur here, since `required` is an array).
+            let added_entry = matches!(
+                c.path.as_slice(),
+                [Seg::Key("inputSchema"), Seg::Key("required"), Seg::Index(_)]
+            );
+            if c.kind == ChangeKind::Added && added_entry {
                 if let Some(v) = c.new {
                     note(c.pointer(), v, RequiredClause::AddedEntry);
                 }

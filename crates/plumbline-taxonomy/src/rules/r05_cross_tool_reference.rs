@@ -2,12 +2,9 @@
 #![doc = include_str!("r05_cross_tool_reference.md")]
 
 use std::collections::HashSet;
-use std::sync::LazyLock;
-
-use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use super::r02_imperative_instruction::original_span;
-use super::{Context, Found};
+use super::{Context, Found, Scan};
 use crate::evidence::{Detail, Evidence};
 use crate::patterns::{r03_hits, PatternKind, SERVER_TOOL};
 use crate::severity::RuleId;
@@ -39,15 +36,6 @@ pub const EXCLUDED_LEFT: [&str; 9] = [
     "www",
 ];
 
-/// One pass over the lowered text finds every fixed phrase.
-static FIXED: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::builder()
-        .kind(Some(AhoCorasickKind::DFA))
-        .match_kind(MatchKind::Standard)
-        .build(FIXED_PHRASES)
-        .unwrap_or_else(|e| panic!("building the R05 phrase matcher: {e}"))
-});
-
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Element {
     Phrase(usize),
@@ -56,26 +44,23 @@ enum Element {
 
 /// The R05 element set of one field (C12), with the text each element was
 /// found as.
-fn elements(s: &str, lowered: &str) -> Vec<(Element, String)> {
+fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
     let mut out = Vec::new();
-    let mut first: [Option<usize>; FIXED_PHRASES.len()] = [None; FIXED_PHRASES.len()];
-    if FIXED.is_match(lowered) {
-        for m in FIXED.find_overlapping_iter(lowered) {
-            first[m.pattern().as_usize()].get_or_insert(m.start());
-        }
-    }
-    for (i, at) in first.into_iter().enumerate() {
-        if let Some(at) = at {
-            let text = original_span(s, lowered, at, FIXED_PHRASES[i].chars().count());
+    for (i, at) in scan.hits.fixed.iter().enumerate() {
+        if let Some(at) = *at {
+            let text = original_span(s, &scan.lowered, at, FIXED_PHRASES[i].chars().count());
             out.push((Element::Phrase(i), text));
         }
     }
     let mut spans = None;
-    for caps in SERVER_TOOL.captures_iter(s) {
-        let (Some(whole), Some(left)) = (caps.get(0), caps.get(1)) else {
-            continue;
-        };
-        if EXCLUDED_LEFT.contains(&lower(left.as_str()).as_str()) {
+    if !s.contains('/') {
+        return out;
+    }
+    for whole in SERVER_TOOL.find_iter(s) {
+        // Group 1, the left segment, is everything before the slash:
+        // neither segment can hold one.
+        let left = whole.as_str().split('/').next().unwrap_or_default();
+        if EXCLUDED_LEFT.contains(&lower(left).as_str()) {
             continue;
         }
         // Matches inside an R03 URL or path match of the same string are
@@ -109,12 +94,11 @@ fn elements(s: &str, lowered: &str) -> Vec<(Element, String)> {
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
     for f in ctx.changed_fields() {
-        let (old_lower, new_lower) = f.lowered();
-        let new = elements(f.new, new_lower);
+        let new = elements(f.new, f.new_scan(ctx.phrases));
         if new.is_empty() {
             continue;
         }
-        let old: HashSet<Element> = elements(f.old, old_lower)
+        let old: HashSet<Element> = elements(f.old, f.old_scan(ctx.phrases))
             .into_iter()
             .map(|(e, _)| e)
             .collect();

@@ -4,7 +4,7 @@
 use super::{Context, Found};
 use crate::diff::Change;
 use crate::evidence::{CosmeticReason, Detail, Evidence};
-use crate::fields::is_human_readable_tokens;
+use crate::fields::is_human_readable;
 use crate::json::Value;
 use crate::severity::RuleId;
 use crate::text::{alnum_fold, word_distance};
@@ -21,7 +21,7 @@ fn text_or_empty(v: Option<&Value>) -> Option<&str> {
 
 /// Why `change` is cosmetic, or `None` when it is not (C19).
 fn cosmetic(change: &Change<'_>) -> Option<Detail> {
-    if !is_human_readable_tokens(&change.path) {
+    if !is_human_readable(&change.path) {
         return None;
     }
     // A string on every side where the path exists; a missing side is "".
