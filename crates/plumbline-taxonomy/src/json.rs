@@ -10,7 +10,6 @@
 //! The reader never panics and never recurses deeper than
 //! [`MAX_DEPTH`], so hostile input cannot overflow the stack.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// Deepest nesting that is classified; the root object is level 1 (C1).
@@ -18,8 +17,8 @@ pub const MAX_DEPTH: usize = 1000;
 
 /// A parsed JSON value with the comparison semantics of taxonomy-v1.
 ///
-/// Objects are unordered maps (spec 1.1): a `BTreeMap` keeps every
-/// iteration, and so every output, deterministic. Numbers are IEEE-754
+/// Objects are unordered maps (spec 1.1): an [`Object`] iterates in key
+/// order, which keeps every output deterministic. Numbers are IEEE-754
 /// doubles, so `1`, `1.0` and `1e0` are the same value (C2). The derived
 /// equality is the "same JSON value" of the spec: NaN cannot occur.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +28,101 @@ pub enum Value {
     Number(f64),
     String(String),
     Array(Vec<Value>),
-    Object(BTreeMap<String, Value>),
+    Object(Object),
+}
+
+/// A JSON object: members sorted by key, keys unique.
+///
+/// A sorted vector rather than a `BTreeMap`: tool objects are small, and
+/// building, comparing and dropping one flat allocation is much cheaper
+/// than a tree of nodes. Lookups are binary searches.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Object {
+    members: Vec<(String, Value)>,
+}
+
+impl Object {
+    pub fn new() -> Object {
+        Object::default()
+    }
+
+    /// Builds an object from members in document order; of duplicate keys
+    /// the last one wins (C1).
+    pub fn from_members(mut members: Vec<(String, Value)>) -> Object {
+        // A stable sort keeps duplicates in document order, so the last of
+        // each run of equal keys is the one that was written last.
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out: Vec<(String, Value)> = Vec::with_capacity(members.len());
+        for m in members {
+            match out.last_mut() {
+                Some(last) if last.0 == m.0 => *last = m,
+                _ => out.push(m),
+            }
+        }
+        Object { members: out }
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.members.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.position(key).ok().map(|i| &self.members[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_ok()
+    }
+
+    /// Sets `key`, returning the value it replaced.
+    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+        match self.position(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.members[i].1, value)),
+            Err(i) => {
+                self.members.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.position(key).ok().map(|i| self.members.remove(i).1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Members in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &Value)> {
+        self.members.iter().map(|(k, v)| (k, v))
+    }
+
+    /// Keys in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> {
+        self.members.iter().map(|(k, _)| k)
+    }
+}
+
+impl<'a> IntoIterator for &'a Object {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Value)>,
+        fn(&'a (String, Value)) -> (&'a String, &'a Value),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.members.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl FromIterator<(String, Value)> for Object {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Object {
+        Object::from_members(iter.into_iter().collect())
+    }
 }
 
 impl Value {
@@ -52,7 +145,7 @@ impl Value {
         }
     }
 
-    pub fn as_object(&self) -> Option<&BTreeMap<String, Value>> {
+    pub fn as_object(&self) -> Option<&Object> {
         match self {
             Value::Object(m) => Some(m),
             _ => None,
@@ -345,6 +438,15 @@ fn error_at(input: &[u8], offset: usize, kind: ParseErrorKind) -> ParseError {
 
 type PResult<T> = Result<T, (usize, ParseErrorKind)>;
 
+/// The offset of the first byte below 0x20 in `bytes`, if any.
+fn first_control(bytes: &[u8]) -> Option<usize> {
+    if bytes.iter().fold(false, |any, &b| any | (b < 0x20)) {
+        bytes.iter().position(|&b| b < 0x20)
+    } else {
+        None
+    }
+}
+
 struct Parser<'a> {
     bytes: &'a [u8],
     text: &'a str,
@@ -404,11 +506,11 @@ impl Parser<'_> {
             return Err((self.pos, ParseErrorKind::TooDeep));
         }
         self.pos += 1; // '{'
-        let mut map = BTreeMap::new();
+        let mut members = Vec::new();
         self.skip_ws();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
-            return Ok(Value::Object(map));
+            return Ok(Value::Object(Object::new()));
         }
         loop {
             self.skip_ws();
@@ -423,14 +525,14 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let value = self.value(depth)?;
-            // Duplicate keys: the last one wins (C1), as in Go.
-            map.insert(key, value);
+            members.push((key, value));
             self.skip_ws();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(map));
+                    // Duplicate keys: the last one wins (C1), as in Go.
+                    return Ok(Value::Object(Object::from_members(members)));
                 }
                 _ => return Err(self.unexpected()),
             }
@@ -517,18 +619,18 @@ impl Parser<'_> {
     fn string(&mut self) -> PResult<String> {
         self.pos += 1; // opening quote
         let start = self.pos;
-        // Fast path: no escapes.
-        let mut i = start;
-        while let Some(&c) = self.bytes.get(i) {
-            match c {
-                b'"' => {
-                    self.pos = i + 1;
-                    return Ok(self.text[start..i].to_owned());
-                }
-                b'\\' => break,
-                0x00..=0x1F => return Err((i, ParseErrorKind::ControlCharacterInString)),
-                _ => i += 1,
-            }
+        // Fast path: find the closing quote or first backslash with a
+        // vectorised search, then check the run for control characters
+        // (a branch-free fold the compiler vectorises too).
+        let run = memchr::memchr2(b'"', b'\\', &self.bytes[start..])
+            .map_or(self.bytes.len(), |n| start + n);
+        if let Some(bad) = first_control(&self.bytes[start..run]) {
+            return Err((start + bad, ParseErrorKind::ControlCharacterInString));
+        }
+        let mut i = run;
+        if self.bytes.get(i) == Some(&b'"') {
+            self.pos = i + 1;
+            return Ok(self.text[start..i].to_owned());
         }
         let mut out = String::with_capacity(i - start + 16);
         out.push_str(&self.text[start..i]);
@@ -592,11 +694,10 @@ impl Parser<'_> {
                 _ => {
                     // Copy the run up to the next quote, backslash or control.
                     let run_start = i;
-                    while let Some(&c) = self.bytes.get(i) {
-                        if c == b'"' || c == b'\\' || c < 0x20 {
-                            break;
-                        }
-                        i += 1;
+                    i = memchr::memchr2(b'"', b'\\', &self.bytes[i..])
+                        .map_or(self.bytes.len(), |n| i + n);
+                    if let Some(bad) = first_control(&self.bytes[run_start..i]) {
+                        return Err((run_start + bad, ParseErrorKind::ControlCharacterInString));
                     }
                     // Runs end at ASCII bytes, so they are char boundaries.
                     out.push_str(&self.text[run_start..i]);
@@ -648,6 +749,8 @@ mod tests {
     fn duplicate_keys_last_one_wins() {
         let v = p(r#"{"a":1,"a":2}"#).unwrap();
         assert_eq!(v.get("a"), Some(&Value::Number(2.0)));
+        let v = p(r#"{"b":1,"a":1,"c":0,"b":2,"a":3}"#).unwrap();
+        assert_eq!(v.to_json(), r#"{"a":3,"b":2,"c":0}"#);
     }
 
     #[test]
@@ -724,6 +827,23 @@ mod tests {
         ] {
             assert!(p(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn raw_control_characters_are_rejected_before_and_after_escapes() {
+        for (text, at) in [
+            ("\"ab\u{1}\"", 3),
+            ("\"a\\nb\u{1f}c\"", 5),
+            ("\"\\\"\n\"", 3),
+        ] {
+            let e = p(text).unwrap_err();
+            assert_eq!(
+                (e.kind, e.offset),
+                (ParseErrorKind::ControlCharacterInString, at),
+                "{text:?}"
+            );
+        }
+        assert_eq!(p("\"a\\nb\"").unwrap(), Value::String("a\nb".into()));
     }
 
     #[test]

@@ -84,14 +84,16 @@ fn value() -> impl Strategy<Value = Value> {
     leaf().prop_recursive(5, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(key(), inner, 0..6).prop_map(Value::Object),
+            prop::collection::vec((key(), inner), 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
 
 /// A tool: an object whose top level uses the tool's field names.
 fn tool() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map(key(), value(), 0..7).prop_map(Value::Object)
+    prop::collection::vec((key(), value()), 0..7)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 /// Two related tools: `b` is `a` with some top-level fields replaced, so

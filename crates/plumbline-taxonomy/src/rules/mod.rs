@@ -6,7 +6,7 @@ use crate::diff::Change;
 use crate::evidence::Evidence;
 use std::cell::OnceCell;
 
-use crate::fields::{for_each_string_at, is_human_readable, pointer_of};
+use crate::fields::{for_each_string_at, is_human_readable, pointer_of, Seg};
 use crate::json::Value;
 use crate::phrases::{PhraseHits, PhraseList};
 use crate::severity::RuleId;
@@ -43,7 +43,7 @@ pub fn documentation(rule: RuleId) -> &'static str {
 /// (C12). Strings that did not change cannot make anything newly present
 /// in their field, so the rules never look at them.
 pub(crate) struct StringChange<'a> {
-    pub pointer: String,
+    path: Vec<Seg<'a>>,
     pub old: &'a str,
     pub new: &'a str,
     /// Whether the field is human-readable (C6).
@@ -60,6 +60,11 @@ pub(crate) struct Scan {
 }
 
 impl StringChange<'_> {
+    /// The field's RFC 6901 pointer, built only for evidence.
+    pub fn pointer(&self) -> String {
+        pointer_of(&self.path)
+    }
+
     pub fn old_scan(&self, phrases: &PhraseList) -> &Scan {
         self.old_scan.get_or_init(|| Scan::of(self.old, phrases))
     }
@@ -116,7 +121,7 @@ impl<'a> Context<'a> {
                     return;
                 }
                 changed_strings.push(StringChange {
-                    pointer: pointer_of(path),
+                    path: path.to_vec(),
                     old: old_text.unwrap_or(""),
                     new: new_text,
                     human_readable: is_human_readable(path),

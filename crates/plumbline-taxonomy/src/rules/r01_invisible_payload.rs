@@ -62,7 +62,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             if new_only & (1 << i) != 0 {
                 found.push(Evidence {
                     rule: RuleId::R01,
-                    pointer: f.pointer.clone(),
+                    pointer: f.pointer(),
                     detail: Detail::InvisibleCodePoint {
                         code_point: format!("U+{:04X}", *c as u32),
                         name,
@@ -73,7 +73,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         if f.new.contains(COMMENT_MARKER) && !f.old.contains(COMMENT_MARKER) {
             found.push(Evidence {
                 rule: RuleId::R01,
-                pointer: f.pointer.clone(),
+                pointer: f.pointer(),
                 detail: Detail::CommentMarker {
                     text: COMMENT_MARKER.to_owned(),
                 },

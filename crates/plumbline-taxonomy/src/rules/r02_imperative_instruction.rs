@@ -26,7 +26,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             let len = ctx.phrases.lowered(index).chars().count();
             found.push(Evidence {
                 rule: RuleId::R02,
-                pointer: f.pointer.clone(),
+                pointer: f.pointer(),
                 detail: Detail::Phrase {
                     phrase: phrase.to_owned(),
                     text: original_span(f.new, &new.lowered, at, len),

@@ -14,13 +14,13 @@ pub const DOC: &str = include_str!("r03_new_endpoint.md");
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     // Candidates: matches in string values that changed. A string equal
     // to the old value at its path only has matches the old tool has.
-    let mut candidates: Vec<(&str, PatternKind, &str)> = Vec::new();
+    let mut candidates: Vec<(usize, PatternKind, &str)> = Vec::new();
     let mut hits = Vec::new();
-    for s in &ctx.changed_strings {
+    for (index, s) in ctx.changed_strings.iter().enumerate() {
         hits.clear();
         r03_hits(s.new, &mut hits);
         for h in &hits {
-            candidates.push((&s.pointer, h.kind, &s.new[h.span.clone()]));
+            candidates.push((index, h.kind, &s.new[h.span.clone()]));
         }
     }
     if candidates.is_empty() {
@@ -44,12 +44,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         }
     });
     let mut found = Vec::new();
-    let mut reported: FxHashSet<(&str, &str)> = FxHashSet::default();
-    for (pointer, kind, text) in candidates {
-        if !in_old.contains(text) && reported.insert((pointer, text)) {
+    let mut reported: FxHashSet<(usize, &str)> = FxHashSet::default();
+    for (index, kind, text) in candidates {
+        if !in_old.contains(text) && reported.insert((index, text)) {
             found.push(Evidence {
                 rule: RuleId::R03,
-                pointer: pointer.to_owned(),
+                pointer: ctx.changed_strings[index].pointer(),
                 detail: Detail::Pattern {
                     pattern: kind,
                     text: text.to_owned(),

@@ -5,7 +5,7 @@ use super::{Context, Found};
 use crate::diff::ChangeKind;
 use crate::evidence::{Detail, Evidence, RequiredClause};
 use crate::fields::Seg;
-use crate::json::Value;
+use crate::json::{Object, Value};
 use crate::severity::RuleId;
 
 pub const DOC: &str = include_str!("r04_new_required_property.md");
@@ -25,12 +25,12 @@ pub(crate) fn newly_added_properties<'a>(old: &Value, new: &'a Value) -> Vec<&'a
     let old_props = properties(old);
     new_props
         .keys()
-        .filter(|k| !old_props.is_some_and(|o| o.contains_key(*k)))
+        .filter(|k| !old_props.is_some_and(|o| o.contains_key(k)))
         .map(String::as_str)
         .collect()
 }
 
-fn properties(tool: &Value) -> Option<&std::collections::BTreeMap<String, Value>> {
+fn properties(tool: &Value) -> Option<&Object> {
     tool.get("inputSchema")?.get("properties")?.as_object()
 }
 

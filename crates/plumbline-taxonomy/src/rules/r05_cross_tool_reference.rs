@@ -116,7 +116,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             };
             found.push(Evidence {
                 rule: RuleId::R05,
-                pointer: f.pointer.clone(),
+                pointer: f.pointer(),
                 detail,
             });
         }
