@@ -26,6 +26,130 @@ pub enum Command {
     Rules(RulesArgs),
     /// Print a rule's documentation.
     Explain(ExplainArgs),
+    /// List the tools of configured MCP servers, store the observation, and
+    /// report the drift since each server's previous successful one.
+    ///
+    /// Exit status: 0; 1 when drift reaches --fail-on; 2 when any server
+    /// could not be observed (the others are still observed, stored and
+    /// reported).
+    Observe(ObserveArgs),
+    /// The timeline of observations, newest first.
+    Log(LogArgs),
+    /// The drift between two observations of a server (by default the two
+    /// latest successful ones).
+    Diff(DiffArgs),
+    /// A tool's definition as observed.
+    Show(ShowArgs),
+    /// Observe a built-in MCP server before and after a rug pull, in a
+    /// temporary store, and show the graded drift.
+    Demo(DemoArgs),
+    /// Import the MCP servers configured in MCP clients (Claude Desktop,
+    /// Claude Code, Cursor, VS Code, Windsurf, Gemini CLI).
+    Discover(DiscoverArgs),
+    /// The demo's MCP server (stdio); used by `plumbline demo`.
+    #[command(name = "__demo-server", hide = true)]
+    DemoServer,
+}
+
+/// Where the observations are kept.
+#[derive(Debug, Args)]
+pub struct StoreArg {
+    /// The store file (default: $PLUMBLINE_STORE, else
+    /// $XDG_DATA_HOME/plumbline/plumbline.db, else
+    /// ~/.local/share/plumbline/plumbline.db).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ObserveArgs {
+    /// Servers to observe (default: every configured server).
+    #[arg(value_name = "SERVER")]
+    pub servers: Vec<String>,
+    /// The server registry.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "PLUMBLINE_CONFIG",
+        default_value = "plumbline.toml"
+    )]
+    pub config: PathBuf,
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Exit with status 1 when any drift is at or above this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    pub fail_on: Option<Severity>,
+    /// How many servers to observe at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// One server (default: all).
+    pub server: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// At most this many observations per server.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    pub server: String,
+    /// The older observation (default: the successful one before --to).
+    #[arg(long, value_name = "OBS")]
+    pub from: Option<i64>,
+    /// The newer observation (default: the latest successful one).
+    #[arg(long, value_name = "OBS")]
+    pub to: Option<i64>,
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    pub fail_on: Option<Severity>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    pub server: String,
+    pub tool: String,
+    /// The observation (default: the latest successful one).
+    #[arg(long, value_name = "OBS")]
+    pub at: Option<i64>,
+    /// The bytes exactly as the server sent them, instead of formatted JSON.
+    #[arg(long)]
+    pub raw: bool,
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscoverArgs {
+    /// Write the servers found to this file (refuses to overwrite an
+    /// existing one without --force).
+    #[arg(long, value_name = "PATH")]
+    pub write: Option<PathBuf>,
+    #[arg(long)]
+    pub force: bool,
+    /// The home directory to search (default: $HOME).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The project directory to search (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -3,8 +3,14 @@
 
 mod classify;
 mod cli;
+mod commands;
+mod config;
+mod demo;
+mod discover;
 mod exit;
+mod observe;
 mod render;
+mod timefmt;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -19,6 +25,13 @@ fn main() -> ExitCode {
         Command::Classify(args) => classify::run(&args),
         Command::Rules(args) => render::rules(&args).map(|()| exit::Outcome::Clean),
         Command::Explain(args) => render::explain(&args).map(|()| exit::Outcome::Clean),
+        Command::Observe(args) => commands::observe(&args),
+        Command::Log(args) => commands::log(&args),
+        Command::Diff(args) => commands::diff(&args),
+        Command::Show(args) => commands::show(&args),
+        Command::Demo(args) => demo::run(args.format),
+        Command::DemoServer => demo::serve(),
+        Command::Discover(args) => commands::discover(&args),
     };
     match result {
         Ok(outcome) => ExitCode::from(exit::code(outcome)),

@@ -89,3 +89,99 @@ pub fn explain(args: &ExplainArgs) -> Result<()> {
     out.flush()?;
     Ok(())
 }
+
+/// The drift of one server, for people: each tool that changed, worst
+/// first, with its rules and evidence; unchanged tools as a count.
+pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
+    use plumbline_drift::Change;
+    let safe = |s: &str| for_terminal(s, false);
+    let mut unchanged = 0;
+    for t in &d.tools {
+        let label = match &t.change {
+            Change::Added => "ADDED".to_owned(),
+            Change::Removed => "REMOVED".to_owned(),
+            Change::Changed => "CHANGED".to_owned(),
+            Change::Unchanged => {
+                unchanged += 1;
+                continue;
+            }
+            Change::Renamed { from } => format!("RENAMED from {}", safe(from)),
+        };
+        let c = &t.classification;
+        let rules: Vec<&str> = c.rules.iter().map(|r| r.as_str()).collect();
+        let graded = if matches!(t.change, Change::Removed) {
+            String::new()
+        } else if rules.is_empty() {
+            format!("  {}", c.severity)
+        } else {
+            format!("  {} ({})", c.severity, rules.join(", "))
+        };
+        writeln!(out, "  {label:<8} {}{graded}", safe(&t.name))?;
+        for e in &c.evidence {
+            let pointer = if e.pointer.is_empty() {
+                "(root)"
+            } else {
+                &e.pointer
+            };
+            writeln!(
+                out,
+                "      {} {}: {}",
+                e.rule,
+                safe(pointer),
+                safe(&e.message())
+            )?;
+        }
+    }
+    for dup in &d.duplicates {
+        writeln!(
+            out,
+            "  DUPLICATE {}: {} tools with this name before, {} now (kept apart, never merged)",
+            safe(&dup.name),
+            dup.old_count,
+            dup.new_count
+        )?;
+    }
+    if unchanged > 0 {
+        writeln!(out, "  {unchanged} unchanged")?;
+    }
+    Ok(())
+}
+
+/// `observe`'s report for people.
+pub fn observe_reports(out: &mut impl Write, reports: &[crate::observe::Report]) -> Result<()> {
+    for r in reports {
+        let name = for_terminal(&r.server, false);
+        if let Some(err) = &r.error {
+            writeln!(out, "{name}: FAILED (observation {})", r.observation)?;
+            for line in err.lines() {
+                writeln!(out, "  {}", for_terminal(line, false))?;
+            }
+            continue;
+        }
+        match (&r.drift, r.baseline) {
+            (Some(d), Some(base)) => {
+                let changed = d.changes().count();
+                if changed == 0 && d.duplicates.is_empty() {
+                    writeln!(
+                        out,
+                        "{name}: ok, {} tools (observation {}, against {base}): no change",
+                        r.tools, r.observation
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "{name}: ok, {} tools (observation {}, against {base}): {}, {changed} changed",
+                        r.tools, r.observation, d.severity
+                    )?;
+                    drift(out, d)?;
+                }
+            }
+            _ => writeln!(
+                out,
+                "{name}: ok, {} tools (observation {}): first observation, the baseline from now on",
+                r.tools, r.observation
+            )?,
+        }
+    }
+    Ok(())
+}

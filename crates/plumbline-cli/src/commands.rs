@@ -1,0 +1,341 @@
+//! The store-backed commands: observe, log, diff, show, demo.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _, Result};
+use plumbline_mcp::Limits;
+use plumbline_store::{ObservationId, SqliteStore, Store};
+use plumbline_taxonomy::json::parse_tool;
+use plumbline_taxonomy::sanitize::for_terminal;
+use plumbline_taxonomy::{Classifier, Severity};
+use serde::Serialize;
+
+use crate::cli::{DiffArgs, Format, LogArgs, ObserveArgs, ShowArgs};
+use crate::config::{Config, ServerConfig};
+use crate::exit::Outcome;
+use crate::observe::{collect, drift_between, record, stored_tools, Report};
+use crate::render;
+use crate::timefmt::utc;
+
+pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
+    let path = match path {
+        Some(p) => p.to_path_buf(),
+        None => plumbline_store::default_path()?,
+    };
+    SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn threshold(severity: Severity, fail_on: Option<Severity>) -> Outcome {
+    match fail_on {
+        Some(limit) if severity >= limit => Outcome::ThresholdReached,
+        _ => Outcome::Clean,
+    }
+}
+
+/// Observes, records and reports; returns the run's outcome.
+pub fn observe_servers(
+    servers: Vec<(String, ServerConfig)>,
+    store: &mut SqliteStore,
+    format: Format,
+    fail_on: Option<Severity>,
+    concurrency: usize,
+) -> Result<Outcome> {
+    if servers.is_empty() {
+        bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
+    }
+    let collected = runtime()?.block_on(collect(servers, Limits::default(), concurrency))?;
+    let reports = record(store, &Classifier::default(), collected)?;
+    let mut out = io::stdout().lock();
+    match format {
+        Format::Human => render::observe_reports(&mut out, &reports)?,
+        Format::Json => {
+            serde_json::to_writer(&mut out, &serde_json::json!({"servers": reports}))?;
+            writeln!(out)?;
+        }
+    }
+    out.flush()?;
+    Ok(outcome_of(&reports, fail_on))
+}
+
+/// 2 when any server could not be observed (the others were still
+/// observed, stored and reported), else 1 when drift reached the
+/// threshold, else 0.
+fn outcome_of(reports: &[Report], fail_on: Option<Severity>) -> Outcome {
+    reports.iter().fold(Outcome::Clean, |acc, r| {
+        let this = if r.failed() {
+            Outcome::InputError
+        } else {
+            threshold(r.severity(), fail_on)
+        };
+        acc.and(this)
+    })
+}
+
+pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
+    let config = Config::load(&args.config)?;
+    let servers: Vec<(String, ServerConfig)> = config
+        .select(&args.servers)?
+        .into_iter()
+        .map(|(n, c)| (n.to_owned(), c.clone()))
+        .collect();
+    let mut store = open_store(args.store.as_deref())?;
+    observe_servers(
+        servers,
+        &mut store,
+        args.format,
+        args.fail_on,
+        args.concurrency,
+    )
+}
+
+#[derive(Serialize)]
+struct LogRow {
+    observation: i64,
+    finished_at: String,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    tools: u32,
+    tool_set: Option<String>,
+    /// Against the previous successful observation: `unchanged`, a
+    /// severity, or absent for the first one and for failures.
+    change: Option<String>,
+}
+
+pub fn log(args: &LogArgs) -> Result<Outcome> {
+    let store = open_store(args.store.as_deref())?;
+    let classifier = Classifier::default();
+    let servers: Vec<String> = match &args.server {
+        Some(s) => vec![s.clone()],
+        None => store.servers()?.into_iter().map(|s| s.name).collect(),
+    };
+    let mut all = Vec::new();
+    for server in servers {
+        let mut timeline = store.timeline(&server, args.limit)?;
+        if timeline.is_empty() && args.server.is_some() {
+            bail!("no observations of {server:?} in the store");
+        }
+        timeline.reverse(); // oldest first, to compare each with the one before
+        let mut rows = Vec::new();
+        let mut previous: Option<(ObservationId, Option<plumbline_store::Digest>)> = store
+            .latest_successful(&server, timeline.first().map(|o| o.id))?
+            .map(|o| (o.id, o.tool_set));
+        for o in &timeline {
+            let error = match &o.outcome {
+                plumbline_store::Outcome::Failed { error } => Some(error.clone()),
+                plumbline_store::Outcome::Ok => None,
+            };
+            let change = if error.is_some() {
+                None
+            } else {
+                let c = match &previous {
+                    None => None,
+                    Some((_, digest)) if *digest == o.tool_set => Some("unchanged".to_owned()),
+                    Some((prev, _)) => {
+                        let d = drift_between(
+                            &classifier,
+                            &stored_tools(&store, *prev)?,
+                            &stored_tools(&store, o.id)?,
+                        );
+                        Some(d.severity.to_string())
+                    }
+                };
+                previous = Some((o.id, o.tool_set));
+                c
+            };
+            rows.push(LogRow {
+                observation: o.id.0,
+                finished_at: utc(o.finished_at_ms),
+                outcome: o.outcome.as_str(),
+                error,
+                tools: o.tool_count,
+                tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
+                change,
+            });
+        }
+        rows.reverse(); // newest first
+        all.push((server, rows));
+    }
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Json => {
+            let v: Vec<_> = all
+                .iter()
+                .map(|(s, rows)| serde_json::json!({"server": s, "observations": rows}))
+                .collect();
+            serde_json::to_writer(&mut out, &serde_json::json!({"servers": v}))?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            for (server, rows) in &all {
+                writeln!(out, "{}", for_terminal(server, false))?;
+                for r in rows {
+                    let what = match (&r.error, &r.change) {
+                        (Some(e), _) => format!(
+                            "FAILED  {}",
+                            for_terminal(e.lines().next().unwrap_or(""), false)
+                        ),
+                        (None, None) => format!("ok  {} tools  first observation", r.tools),
+                        (None, Some(c)) => format!("ok  {} tools  {c}", r.tools),
+                    };
+                    writeln!(out, "  #{:<6} {}  {what}", r.observation, r.finished_at)?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// The observation `id` of `server`, checked to belong to it.
+fn observation_of(
+    store: &SqliteStore,
+    server: &str,
+    id: i64,
+) -> Result<plumbline_store::Observation> {
+    let obs = store
+        .observation(ObservationId(id))?
+        .with_context(|| format!("no observation {id} in the store"))?;
+    if obs.summary.server != server {
+        bail!(
+            "observation {id} is of {:?}, not {server:?}",
+            obs.summary.server
+        );
+    }
+    if !obs.summary.outcome.is_ok() {
+        bail!("observation {id} of {server:?} failed: it has no tools to compare");
+    }
+    Ok(obs)
+}
+
+pub fn diff(args: &DiffArgs) -> Result<Outcome> {
+    let store = open_store(args.store.as_deref())?;
+    let to = match args.to {
+        Some(id) => observation_of(&store, &args.server, id)?.summary.id,
+        None => {
+            store
+                .latest_successful(&args.server, None)?
+                .with_context(|| format!("no successful observation of {:?}", args.server))?
+                .id
+        }
+    };
+    let from = match args.from {
+        Some(id) => observation_of(&store, &args.server, id)?.summary.id,
+        None => {
+            store
+                .latest_successful(&args.server, Some(to))?
+                .with_context(|| {
+                    format!(
+                        "{:?} has no successful observation before {}",
+                        args.server, to.0
+                    )
+                })?
+                .id
+        }
+    };
+    let d = drift_between(
+        &Classifier::default(),
+        &stored_tools(&store, from)?,
+        &stored_tools(&store, to)?,
+    );
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"server": args.server, "from": from.0, "to": to.0, "drift": d}),
+            )?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            writeln!(
+                out,
+                "{}: observation {} → {}: {}",
+                for_terminal(&args.server, false),
+                from.0,
+                to.0,
+                d.severity
+            )?;
+            render::drift(&mut out, &d)?;
+        }
+    }
+    out.flush()?;
+    Ok(threshold(d.severity, args.fail_on))
+}
+
+pub fn show(args: &ShowArgs) -> Result<Outcome> {
+    let store = open_store(args.store.as_deref())?;
+    let obs = match args.at {
+        Some(id) => observation_of(&store, &args.server, id)?,
+        None => {
+            let id = store
+                .latest_successful(&args.server, None)?
+                .with_context(|| format!("no successful observation of {:?}", args.server))?
+                .id;
+            observation_of(&store, &args.server, id.0)?
+        }
+    };
+    let matches: Vec<_> = obs
+        .tools
+        .iter()
+        .filter(|t| t.name.as_deref() == Some(args.tool.as_str()))
+        .collect();
+    if matches.is_empty() {
+        bail!(
+            "{:?} has no tool {:?} in observation {}",
+            args.server,
+            args.tool,
+            obs.summary.id.0
+        );
+    }
+    let mut out = io::stdout().lock();
+    if matches.len() > 1 {
+        writeln!(
+            out,
+            "note: {} tools carry this name in observation {}",
+            matches.len(),
+            obs.summary.id.0
+        )?;
+    }
+    for t in matches {
+        let raw = store
+            .raw_tool(&t.raw_digest)?
+            .with_context(|| format!("raw tool {} missing", t.raw_digest))?;
+        if args.raw {
+            // Exactly as sent, unless that would put control characters on
+            // a terminal.
+            let text = String::from_utf8_lossy(&raw);
+            writeln!(out, "{}", for_terminal(&text, true))?;
+        } else {
+            let value =
+                parse_tool(&raw).map_err(|e| anyhow::anyhow!("stored tool does not parse: {e}"))?;
+            let pretty = serde_json::to_string_pretty(&value)?;
+            writeln!(out, "{}", for_terminal(&pretty, true))?;
+        }
+    }
+    out.flush()?;
+    Ok(Outcome::Clean)
+}
+
+/// The demo's working directory: a fresh temporary folder.
+pub fn demo_dir() -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("plumbline-demo-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+pub fn discover(_args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
+    bail!("discover: not wired yet")
+}

@@ -1,0 +1,203 @@
+//! `observe`, `log`, `diff`, `show` and `demo` end to end: the binary
+//! observes real MCP server processes (its own demo server) into a real
+//! SQLite file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn plumbline(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_CONFIG")
+        .output()
+        .expect("plumbline runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A registry with the demo server at `phase` and, optionally, a server
+/// that cannot start.
+fn write_config(dir: &Path, phase: u8, with_broken: bool) -> PathBuf {
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let mut toml = format!(
+        "[servers.shop]\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"__demo-server\"]\nenv = {{ PLUMBLINE_DEMO_PHASE = \"{phase}\" }}\n"
+    );
+    if with_broken {
+        toml.push_str(
+            "\n[servers.broken]\ntransport = \"stdio\"\ncommand = \"/nonexistent/mcp-server\"\n",
+        );
+    }
+    let path = dir.join("plumbline.toml");
+    std::fs::write(&path, toml).expect("write config");
+    path
+}
+
+#[test]
+fn observing_a_rug_pull_stores_both_listings_and_grades_the_drift() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_config(d, 1, false);
+    let first = plumbline(d, &["observe", "--store", "p.db", "--format", "json"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let v: Value = serde_json::from_slice(&first.stdout).expect("JSON");
+    assert_eq!(v["servers"][0]["server"], "shop");
+    assert_eq!(v["servers"][0]["tools"], 2);
+    assert!(v["servers"][0]["baseline"].is_null());
+
+    write_config(d, 2, false);
+    let second = plumbline(
+        d,
+        &[
+            "observe",
+            "--store",
+            "p.db",
+            "--format",
+            "json",
+            "--fail-on",
+            "high",
+        ],
+    );
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    let v: Value = serde_json::from_slice(&second.stdout).expect("JSON");
+    let drift = &v["servers"][0]["drift"];
+    assert_eq!(drift["severity"], "CRITICAL");
+    assert_eq!(drift["tools"][0]["name"], "add");
+    assert_eq!(
+        drift["tools"][0]["classification"]["rules"],
+        serde_json::json!(["R01", "R02", "R03", "R04", "R05", "R07"])
+    );
+    assert_eq!(drift["tools"][1]["name"], "lookup_order");
+    assert_eq!(
+        drift["tools"][1]["classification"]["rules"],
+        serde_json::json!(["R09"])
+    );
+
+    // An unchanged third observation reports no change.
+    let third = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(third.status.code(), Some(0), "{}", text(&third));
+    assert!(
+        String::from_utf8_lossy(&third.stdout).contains("no change"),
+        "{}",
+        text(&third)
+    );
+
+    let log = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
+    let changes: Vec<&Value> = v["servers"][0]["observations"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| &r["change"])
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            &Value::from("unchanged"),
+            &Value::from("CRITICAL"),
+            &Value::Null
+        ]
+    );
+
+    let diff = plumbline(
+        d,
+        &[
+            "diff", "shop", "--from", "1", "--to", "2", "--store", "p.db",
+        ],
+    );
+    let out = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        out.contains("observation 1 → 2: CRITICAL"),
+        "{}",
+        text(&diff)
+    );
+    assert!(out.contains(r#"invisible code point U+200B"#), "{out}");
+    assert!(
+        !out.contains('\u{200b}') && !out.contains('\u{202e}'),
+        "raw invisible characters printed"
+    );
+
+    let raw = plumbline(
+        d,
+        &[
+            "show", "shop", "add", "--at", "2", "--raw", "--store", "p.db",
+        ],
+    );
+    let shown = String::from_utf8_lossy(&raw.stdout);
+    assert!(shown.contains(r"return the sum.\u{200b}"), "{}", text(&raw));
+    let before = plumbline(d, &["show", "shop", "add", "--at", "1", "--store", "p.db"]);
+    let v: Value = serde_json::from_slice(&before.stdout).expect("formatted JSON");
+    assert_eq!(v["annotations"]["readOnlyHint"], true);
+}
+
+#[test]
+fn a_server_that_cannot_be_observed_exits_2_and_the_others_are_still_stored() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_config(d, 1, true);
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // Worst first: the failure leads, naming what failed.
+    assert!(out.starts_with("broken: FAILED"), "{out}");
+    assert!(
+        out.contains("could not start `/nonexistent/mcp-server`"),
+        "{out}"
+    );
+    assert!(out.contains("shop: ok, 2 tools"), "{out}");
+    // The failure is recorded as a failure, never as "all tools removed".
+    let log = plumbline(d, &["log", "--store", "p.db", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
+    let broken = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server"] == "broken")
+        .unwrap();
+    assert_eq!(broken["observations"][0]["outcome"], "failed");
+    assert_eq!(broken["observations"][0]["tools"], 0);
+}
+
+#[test]
+fn unknown_servers_and_missing_files_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("plumbline.toml"),
+        "{}",
+        text(&o)
+    );
+    write_config(d, 1, false);
+    let o = plumbline(d, &["observe", "nope", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no server named \"nope\""),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn the_demo_shows_the_graded_rug_pull() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = plumbline(dir.path(), &["demo"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("CHANGED  add  CRITICAL (R01, R02, R03, R04, R05, R07)"),
+        "{out}"
+    );
+    assert!(out.contains("CHANGED  lookup_order  NONE (R09)"), "{out}");
+}

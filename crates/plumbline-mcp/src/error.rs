@@ -1,0 +1,117 @@
+//! Why a listing failed. Messages name the stage and what the server did;
+//! server-supplied text in them is already sanitised for a terminal.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A failed listing: what went wrong, plus the end of the server's stderr
+/// when it is a local process that wrote any.
+#[derive(Debug)]
+pub struct ListError {
+    pub kind: ListErrorKind,
+    /// The last bytes the server wrote to stderr (sanitised), if any.
+    pub stderr_tail: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListErrorKind {
+    #[error("could not start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{stage} timed out after {}", seconds(*after))]
+    Timeout {
+        stage: &'static str,
+        after: Duration,
+    },
+    #[error("a message from the server exceeded {limit} bytes")]
+    MessageTooLarge { limit: usize },
+    #[error("{method}: the server sent something that is not JSON-RPC ({error}): {excerpt}")]
+    NotJsonRpc {
+        method: &'static str,
+        error: String,
+        excerpt: String,
+    },
+    #[error("{method}: {message}")]
+    Protocol {
+        method: &'static str,
+        message: String,
+    },
+    #[error("{method} failed: the server answered error {code}: {message}")]
+    Server {
+        method: &'static str,
+        code: i64,
+        message: String,
+    },
+    #[error("the server closed its output ({status}) during {stage}")]
+    Exited { stage: &'static str, status: String },
+    #[error("tools/list repeated the cursor {cursor} (page {page}); stopping instead of looping")]
+    CursorRepeated { cursor: String, page: usize },
+    #[error("tools/list went past {limit} pages; stopping")]
+    TooManyPages { limit: usize },
+    #[error("the server listed more than {limit} tools; stopping")]
+    TooManyTools { limit: usize },
+    #[error("talking to the server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+impl ListError {
+    pub fn new(kind: ListErrorKind) -> Self {
+        ListError {
+            kind,
+            stderr_tail: None,
+        }
+    }
+}
+
+impl From<ListErrorKind> for ListError {
+    fn from(kind: ListErrorKind) -> Self {
+        ListError::new(kind)
+    }
+}
+
+impl fmt::Display for ListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if let Some(tail) = &self.stderr_tail {
+            write!(f, "\nserver stderr (last lines):\n{tail}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ListError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.kind)
+    }
+}
+
+/// At most `max` characters of `bytes`, lossily decoded and sanitised.
+pub(crate) fn excerpt(bytes: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max * 4)]);
+    let cut: String = text.chars().take(max).collect();
+    let mut out = plumbline_taxonomy::sanitize::for_terminal(&cut, false);
+    if cut.len() < text.len() || bytes.len() > max * 4 {
+        out.push('…');
+    }
+    out
+}
+
+/// A reqwest error as an I/O error whose message carries the whole chain
+/// ("error sending request" alone hides "connection refused").
+pub(crate) fn describe_reqwest(e: &reqwest::Error) -> std::io::Error {
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    std::io::Error::other(message)
+}

@@ -1,0 +1,415 @@
+//! Streamable HTTP: each request is a POST whose answer is JSON or an SSE
+//! stream; notifications come on a GET stream (session era) or a
+//! `subscriptions/listen` stream (stateless era), opened before listing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Once};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::time::{timeout, timeout_at, Instant};
+
+use crate::error::{excerpt, ListError, ListErrorKind};
+use crate::limits::Limits;
+use crate::listing::{Era, Listing};
+use crate::protocol::{
+    self, answer_to, parse_inbound, Inbound, Reply, RpcError, Transport, STATELESS_VERSION,
+};
+use crate::sse;
+
+/// A server reached over Streamable HTTP.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HttpSpec {
+    pub url: String,
+    /// Sent with every request, e.g. `Authorization`.
+    pub headers: Vec<(String, String)>,
+}
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const METHOD: &str = "mcp-method";
+
+/// rustls with the `ring` provider: the default aws-lc-rs build compiles C
+/// for minutes on two cores, and we need nothing it adds.
+pub(crate) fn client(limits: &Limits) -> Result<Client, ListError> {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    Client::builder()
+        .connect_timeout(limits.connect_timeout)
+        .build()
+        .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)).into())
+}
+
+pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
+    let mut t = HttpTransport::new(spec, limits)?;
+    let result = protocol::list(&mut t, limits).await;
+    t.shutdown().await;
+    result
+}
+
+pub(crate) fn extra_headers(spec: &HttpSpec) -> Result<HeaderMap, ListError> {
+    let mut map = HeaderMap::new();
+    for (k, v) in &spec.headers {
+        let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| ListErrorKind::Protocol {
+            method: "configuration",
+            message: format!("invalid header name {}", excerpt(k.as_bytes(), 40)),
+        })?;
+        // The value is a secret more often than not: never echo it.
+        let value = HeaderValue::from_str(v).map_err(|_| ListErrorKind::Protocol {
+            method: "configuration",
+            message: format!("invalid value for header {k}"),
+        })?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+struct HttpTransport {
+    client: Client,
+    url: String,
+    headers: HeaderMap,
+    session: Option<String>,
+    version: Option<String>,
+    era: Era,
+    next_id: u64,
+    list_changed: Arc<AtomicBool>,
+    stream: Option<tokio::task::JoinHandle<()>>,
+    max: usize,
+}
+
+fn status_error(method: &'static str, status: StatusCode, body: &[u8]) -> ListError {
+    ListErrorKind::Protocol {
+        method,
+        message: format!("HTTP {status}: {}", excerpt(body, 200)),
+    }
+    .into()
+}
+
+/// Reads a whole body, at most `max` bytes.
+async fn body(
+    mut resp: Response,
+    max: usize,
+    deadline: Instant,
+    stage: &'static str,
+) -> Result<Vec<u8>, ListError> {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    loop {
+        let chunk = timeout_at(deadline, resp.chunk())
+            .await
+            .map_err(|_| timeout_error(stage, started, deadline))?
+            .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+        let Some(chunk) = chunk else {
+            return Ok(out);
+        };
+        if out.len() + chunk.len() > max {
+            return Err(ListErrorKind::MessageTooLarge { limit: max }.into());
+        }
+        out.extend_from_slice(&chunk);
+    }
+}
+
+/// A timeout at `deadline` for a stage that began at `started`.
+fn timeout_error(stage: &'static str, started: Instant, deadline: Instant) -> ListError {
+    ListErrorKind::Timeout {
+        stage,
+        after: deadline.saturating_duration_since(started),
+    }
+    .into()
+}
+
+impl HttpTransport {
+    fn new(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
+        Ok(HttpTransport {
+            client: client(limits)?,
+            url: spec.url.clone(),
+            headers: extra_headers(spec)?,
+            session: None,
+            version: None,
+            era: Era::Session,
+            next_id: 0,
+            list_changed: Arc::new(AtomicBool::new(false)),
+            stream: None,
+            max: limits.max_message_bytes,
+        })
+    }
+
+    fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_string());
+        if let Some(s) = &self.session {
+            req = req.header(SESSION_ID, s);
+        }
+        if method == "server/discover" || self.era == Era::Stateless {
+            req = req
+                .header(PROTOCOL_VERSION, STATELESS_VERSION)
+                .header(METHOD, method);
+        } else if let Some(v) = &self.version {
+            req = req.header(PROTOCOL_VERSION, v);
+        }
+        req
+    }
+
+    /// Handles one message that arrived while waiting for `id`.
+    async fn dispatch(
+        &mut self,
+        bytes: &[u8],
+        id: u64,
+        method: &'static str,
+    ) -> Result<Option<Reply>, ListError> {
+        match parse_inbound(bytes, method)? {
+            Inbound::Response { id: rid, reply } if rid == json!(id) => Ok(Some(reply)),
+            Inbound::Response { .. } => Ok(None),
+            Inbound::Notification { method: m } => {
+                if m == "notifications/tools/list_changed" {
+                    self.list_changed.store(true, Ordering::SeqCst);
+                }
+                Ok(None)
+            }
+            Inbound::Request { id: rid, method: m } => {
+                // Answered on its own POST; its reply carries nothing for us.
+                let answer = answer_to(rid, &m);
+                let _ = self.post("", &answer).send().await;
+                Ok(None)
+            }
+        }
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(task) = self.stream.take() {
+            task.abort();
+        }
+        if let Some(session) = self.session.take() {
+            // Ending the session politely; a server that ignores it is fine.
+            let req = self
+                .client
+                .delete(&self.url)
+                .headers(self.headers.clone())
+                .header(SESSION_ID, session);
+            let _ = timeout(std::time::Duration::from_secs(2), req.send()).await;
+        }
+    }
+
+    /// Opens the notification stream and waits until it is open (or known
+    /// to be unavailable), then reads it in the background.
+    async fn open_stream(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
+        let req = match era {
+            Era::Session => {
+                let mut req = self
+                    .client
+                    .get(&self.url)
+                    .headers(self.headers.clone())
+                    .header(ACCEPT, "text/event-stream");
+                if let Some(s) = &self.session {
+                    req = req.header(SESSION_ID, s);
+                }
+                if let Some(v) = &self.version {
+                    req = req.header(PROTOCOL_VERSION, v);
+                }
+                req
+            }
+            Era::Stateless => self.post(
+                "subscriptions/listen",
+                &json!({
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "subscriptions/listen",
+                    "params": {"_meta": protocol::stateless_meta(), "notifications": {"toolsListChanged": true}},
+                }),
+            ),
+        };
+        let resp = match timeout_at(deadline, req.send()).await {
+            Ok(Ok(r)) => r,
+            // No stream: the server may not offer one. Listing still works;
+            // only a change during the listing could go unnoticed.
+            Ok(Err(_)) | Err(_) => return Ok(()),
+        };
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if !resp.status().is_success() || !is_sse {
+            return Ok(());
+        }
+        let flag = Arc::clone(&self.list_changed);
+        let max = self.max;
+        let (acked, ack) = oneshot::channel();
+        let need_ack = era == Era::Stateless;
+        self.stream = Some(tokio::spawn(read_notifications(
+            resp,
+            flag,
+            max,
+            need_ack.then_some(acked),
+        )));
+        if need_ack {
+            // The subscription counts from its acknowledgement.
+            let _ = timeout_at(deadline, ack).await;
+        }
+        Ok(())
+    }
+}
+
+async fn read_notifications(
+    mut resp: Response,
+    flag: Arc<AtomicBool>,
+    max: usize,
+    mut acked: Option<oneshot::Sender<()>>,
+) {
+    let mut parser = sse::Parser::new(max);
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        let Ok(events) = parser.push(&chunk) else {
+            return;
+        };
+        for ev in events {
+            if ev.data.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Ok(Inbound::Notification { method }) = parse_inbound(&ev.data, "notifications") {
+                match method.as_str() {
+                    "notifications/tools/list_changed" => flag.store(true, Ordering::SeqCst),
+                    "notifications/subscriptions/acknowledged" => {
+                        if let Some(tx) = acked.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+impl Transport for HttpTransport {
+    async fn request(
+        &mut self,
+        method: &'static str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Reply, ListError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let started = Instant::now();
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let resp = timeout_at(deadline, self.post(method, &message).send())
+            .await
+            .map_err(|_| timeout_error(method, started, deadline))?
+            .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let text = body(resp, 64 << 10, deadline, method)
+                .await
+                .unwrap_or_default();
+            if method == "server/discover" {
+                // A legacy server refuses the probe at the HTTP level.
+                return Ok(Err(RpcError {
+                    code: -32601,
+                    message: format!("HTTP {status}"),
+                }));
+            }
+            return Err(status_error(method, status, &text));
+        }
+        if method == "initialize" {
+            if let Some(s) = resp.headers().get(SESSION_ID).and_then(|v| v.to_str().ok()) {
+                self.session = Some(s.to_owned());
+            }
+        }
+        let content_type = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if content_type.starts_with("text/event-stream") {
+            let mut parser = sse::Parser::new(self.max);
+            let mut resp = resp;
+            loop {
+                let chunk = timeout_at(deadline, resp.chunk())
+                    .await
+                    .map_err(|_| timeout_error(method, started, deadline))?
+                    .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+                let Some(chunk) = chunk else {
+                    return Err(ListErrorKind::Protocol {
+                        method,
+                        message: "the event stream ended without a response".to_owned(),
+                    }
+                    .into());
+                };
+                let events = parser
+                    .push(&chunk)
+                    .map_err(|limit| ListError::from(ListErrorKind::MessageTooLarge { limit }))?;
+                for ev in events {
+                    // Servers may prime a stream with an event that has an
+                    // id for resumption and no data: nothing to read.
+                    if ev.event != "message" || ev.data.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if let Some(reply) = self.dispatch(&ev.data, id, method).await? {
+                        return Ok(reply);
+                    }
+                }
+            }
+        }
+        let bytes = body(resp, self.max, deadline, method).await?;
+        if bytes.is_empty() {
+            return Err(ListErrorKind::Protocol {
+                method,
+                message: format!("HTTP {status} without a response body"),
+            }
+            .into());
+        }
+        match self.dispatch(&bytes, id, method).await? {
+            Some(reply) => Ok(reply),
+            None => Err(ListErrorKind::Protocol {
+                method,
+                message: "the answer was not the response to this request".to_owned(),
+            }
+            .into()),
+        }
+    }
+
+    async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError> {
+        let message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        let resp = self
+            .post(method, &message)
+            .send()
+            .await
+            .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            let status = resp.status();
+            let text = body(
+                resp,
+                64 << 10,
+                Instant::now() + std::time::Duration::from_secs(5),
+                method,
+            )
+            .await
+            .unwrap_or_default();
+            Err(status_error(method, status, &text))
+        }
+    }
+
+    fn take_list_changed(&mut self) -> bool {
+        self.list_changed.swap(false, Ordering::SeqCst)
+    }
+
+    fn negotiated(&mut self, era: Era, version: &str) {
+        self.era = era;
+        self.version = Some(version.to_owned());
+    }
+
+    async fn ready_to_list(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
+        self.open_stream(era, deadline).await
+    }
+}

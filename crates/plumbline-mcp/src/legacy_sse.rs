@@ -1,0 +1,210 @@
+//! The legacy HTTP+SSE transport (protocol 2024-11-05): a GET stream whose
+//! first event names the endpoint to POST requests to; every answer comes
+//! back as a `message` event on that stream.
+
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
+use reqwest::{Client, Response, Url};
+use serde_json::{json, Value};
+use tokio::time::{timeout_at, Instant};
+
+use crate::error::{excerpt, ListError, ListErrorKind};
+use crate::http::{client, extra_headers, HttpSpec};
+use crate::limits::Limits;
+use crate::listing::{Era, Listing};
+use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport};
+use crate::sse;
+
+pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
+    let mut t = SseTransport::connect(spec, limits).await?;
+    protocol::list(&mut t, limits).await
+    // Dropping the transport closes the stream, which ends the session.
+}
+
+struct SseTransport {
+    client: Client,
+    headers: HeaderMap,
+    endpoint: Url,
+    stream: Response,
+    parser: sse::Parser,
+    queued: std::collections::VecDeque<sse::Event>,
+    next_id: u64,
+    list_changed: bool,
+}
+
+fn io(e: reqwest::Error) -> ListError {
+    ListErrorKind::Io(crate::error::describe_reqwest(&e)).into()
+}
+
+impl SseTransport {
+    async fn connect(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
+        let client = client(limits)?;
+        let headers = extra_headers(spec)?;
+        let base = Url::parse(&spec.url).map_err(|e| ListErrorKind::Protocol {
+            method: "configuration",
+            message: format!("invalid URL: {e}"),
+        })?;
+        let started = Instant::now();
+        let deadline = started + limits.connect_timeout;
+        let stream = timeout_at(
+            deadline,
+            client
+                .get(base.clone())
+                .headers(headers.clone())
+                .header(ACCEPT, "text/event-stream")
+                .send(),
+        )
+        .await
+        .map_err(|_| timeout(started, deadline))?
+        .map_err(io)?;
+        if !stream.status().is_success() {
+            return Err(ListErrorKind::Protocol {
+                method: "connect",
+                message: format!("HTTP {} for the event stream", stream.status()),
+            }
+            .into());
+        }
+        let mut t = SseTransport {
+            client,
+            headers,
+            endpoint: base.clone(),
+            stream,
+            parser: sse::Parser::new(limits.max_message_bytes),
+            queued: Default::default(),
+            next_id: 0,
+            list_changed: false,
+        };
+        // The first event tells where to send requests.
+        loop {
+            let ev = t.next_event("connect", started, deadline).await?;
+            if ev.event == "endpoint" {
+                let target = String::from_utf8_lossy(&ev.data).trim().to_owned();
+                t.endpoint = base.join(&target).map_err(|e| ListErrorKind::Protocol {
+                    method: "connect",
+                    message: format!("bad endpoint {}: {e}", excerpt(target.as_bytes(), 80)),
+                })?;
+                return Ok(t);
+            }
+        }
+    }
+
+    async fn next_event(
+        &mut self,
+        stage: &'static str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<sse::Event, ListError> {
+        loop {
+            if let Some(ev) = self.queued.pop_front() {
+                return Ok(ev);
+            }
+            let chunk = timeout_at(deadline, self.stream.chunk())
+                .await
+                .map_err(|_| timeout_for(stage, started, deadline))?
+                .map_err(io)?;
+            let Some(chunk) = chunk else {
+                return Err(ListErrorKind::Exited {
+                    stage,
+                    status: "event stream closed".to_owned(),
+                }
+                .into());
+            };
+            let events = self
+                .parser
+                .push(&chunk)
+                .map_err(|limit| ListError::from(ListErrorKind::MessageTooLarge { limit }))?;
+            self.queued.extend(events);
+        }
+    }
+
+    async fn post(&self, message: &Value, stage: &'static str) -> Result<(), ListError> {
+        let resp = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(message.to_string())
+            .send()
+            .await
+            .map_err(io)?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(ListErrorKind::Protocol {
+                method: stage,
+                message: format!("HTTP {} for a POST to the endpoint", resp.status()),
+            }
+            .into())
+        }
+    }
+}
+
+fn timeout(started: Instant, deadline: Instant) -> ListError {
+    timeout_for("connect", started, deadline)
+}
+
+fn timeout_for(stage: &'static str, started: Instant, deadline: Instant) -> ListError {
+    ListErrorKind::Timeout {
+        stage,
+        after: deadline.saturating_duration_since(started),
+    }
+    .into()
+}
+
+impl Transport for SseTransport {
+    async fn request(
+        &mut self,
+        method: &'static str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Reply, ListError> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let started = Instant::now();
+        self.post(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            method,
+        )
+        .await?;
+        loop {
+            let ev = self.next_event(method, started, deadline).await?;
+            if ev.event != "message" || ev.data.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match parse_inbound(&ev.data, method)? {
+                Inbound::Response { id: rid, reply } if rid == json!(id) => return Ok(reply),
+                Inbound::Response { .. } => {}
+                Inbound::Notification { method: m } => {
+                    if m == "notifications/tools/list_changed" {
+                        self.list_changed = true;
+                    }
+                }
+                Inbound::Request { id: rid, method: m } => {
+                    self.post(&answer_to(rid, &m), method).await?;
+                }
+            }
+        }
+    }
+
+    async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError> {
+        self.post(
+            &json!({"jsonrpc": "2.0", "method": method, "params": params}),
+            method,
+        )
+        .await
+    }
+
+    fn take_list_changed(&mut self) -> bool {
+        std::mem::take(&mut self.list_changed)
+    }
+
+    fn negotiated(&mut self, _era: Era, _version: &str) {}
+
+    /// Notifications arrive on the stream that is already open.
+    async fn ready_to_list(&mut self, _era: Era, _deadline: Instant) -> Result<(), ListError> {
+        Ok(())
+    }
+
+    fn may_be_stateless(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,48 @@
+//! A thin MCP client for monitoring: it lists every tool a server publishes
+//! and keeps each tool object exactly as the server sent it.
+//!
+//! A monitor needs what general-purpose SDKs deliberately do not give: the
+//! raw bytes of every tool (unknown fields included), a listing that goes
+//! on when one tool is malformed, hard limits on time, message size, tool
+//! count and pages, and no caching. So the protocol logic here is our own
+//! and small; `rmcp` appears only in tests, as an independent server.
+//!
+//! Entry point: [`list_tools`] with a [`ServerSpec`] and [`Limits`].
+
+mod error;
+mod framing;
+mod http;
+mod legacy_sse;
+mod limits;
+mod listing;
+mod protocol;
+mod sse;
+mod stdio;
+
+pub use error::ListError;
+pub use http::HttpSpec;
+pub use limits::Limits;
+pub use listing::{Era, ListedTool, Listing, ListingProblem};
+pub use stdio::StdioSpec;
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerSpec {
+    /// A local process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio(StdioSpec),
+    /// A Streamable HTTP endpoint.
+    Http(HttpSpec),
+    /// A legacy HTTP+SSE endpoint (protocol 2024-11-05): the URL of its
+    /// event stream.
+    Sse(HttpSpec),
+}
+
+/// Connects to `server`, lists every tool, and disconnects. Never caches:
+/// each call is a fresh connection and a fresh listing.
+pub async fn list_tools(server: &ServerSpec, limits: &Limits) -> Result<Listing, ListError> {
+    match server {
+        ServerSpec::Stdio(spec) => stdio::list_tools(spec, limits).await,
+        ServerSpec::Http(spec) => http::list_tools(spec, limits).await,
+        ServerSpec::Sse(spec) => legacy_sse::list_tools(spec, limits).await,
+    }
+}

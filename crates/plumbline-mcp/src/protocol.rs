@@ -1,0 +1,403 @@
+//! The MCP exchange that lists tools, independent of the transport:
+//! era detection, the handshake, and the paginated `tools/list` walk.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::error::{ListError, ListErrorKind};
+use crate::limits::Limits;
+use crate::listing::{Era, ListedTool, Listing, ListingProblem};
+
+/// The newest session-era version we speak.
+pub(crate) const SESSION_VERSION: &str = "2025-11-25";
+/// The stateless era's version.
+pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RpcError {
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The answer to one request: its raw `result`, or its `error`.
+pub(crate) type Reply = Result<Box<RawValue>, RpcError>;
+
+/// One message from the server, as far as a listing cares.
+pub(crate) enum Inbound {
+    /// An answer to request `id`.
+    Response {
+        id: Value,
+        reply: Reply,
+    },
+    /// A request from the server, which must be answered.
+    Request {
+        id: Value,
+        method: String,
+    },
+    Notification {
+        method: String,
+    },
+}
+
+#[derive(Deserialize)]
+struct Incoming<'a> {
+    #[serde(default)]
+    id: Option<Value>,
+    method: Option<String>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    error: Option<RpcError>,
+}
+
+/// Reads one JSON-RPC message.
+pub(crate) fn parse_inbound(bytes: &[u8], method: &'static str) -> Result<Inbound, ListError> {
+    let msg: Incoming<'_> =
+        serde_json::from_slice(bytes).map_err(|e| ListErrorKind::NotJsonRpc {
+            method,
+            error: e.to_string(),
+            excerpt: crate::error::excerpt(bytes, 120),
+        })?;
+    Ok(match (msg.id, msg.method) {
+        (Some(id), Some(method)) => Inbound::Request { id, method },
+        (None, Some(method)) => Inbound::Notification { method },
+        (Some(id), None) => {
+            let reply = match (msg.result, msg.error) {
+                (_, Some(err)) => Err(err),
+                (Some(result), None) => Ok(result.to_owned()),
+                (None, None) => {
+                    return Err(ListErrorKind::Protocol {
+                        method,
+                        message: "a response with neither result nor error".to_owned(),
+                    }
+                    .into())
+                }
+            };
+            Inbound::Response { id, reply }
+        }
+        (None, None) => {
+            return Err(ListErrorKind::NotJsonRpc {
+                method,
+                error: "neither a method nor an id".to_owned(),
+                excerpt: crate::error::excerpt(bytes, 120),
+            }
+            .into())
+        }
+    })
+}
+
+/// Our answer to a request from the server. We declared roots, sampling
+/// and elicitation so servers show every tool, but we only list: roots are
+/// empty and everything else is declined.
+pub(crate) fn answer_to(id: Value, method: &str) -> Value {
+    match method {
+        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+        "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
+        _ => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "not supported by a monitor"}})
+        }
+    }
+}
+
+/// A connection that can carry requests and notifications.
+pub(crate) trait Transport {
+    /// Sends `method` and waits, until `deadline`, for the answer. Requests
+    /// and notifications the server sends meanwhile are handled inside.
+    async fn request(
+        &mut self,
+        method: &'static str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Reply, ListError>;
+    async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError>;
+    /// Whether `notifications/tools/list_changed` arrived since the last call.
+    fn take_list_changed(&mut self) -> bool;
+    /// The handshake settled on `era` and `version` (HTTP sends it as a
+    /// header on every later request).
+    fn negotiated(&mut self, era: Era, version: &str);
+    /// Called after the handshake, before the first `tools/list`: a
+    /// transport with a separate notification channel opens it here, so a
+    /// `list_changed` sent from now on is not lost.
+    async fn ready_to_list(&mut self, era: Era, deadline: Instant) -> Result<(), ListError>;
+    /// Whether the server could be of the stateless era (legacy HTTP+SSE
+    /// cannot), so the `server/discover` probe is worth sending.
+    fn may_be_stateless(&self) -> bool {
+        true
+    }
+}
+
+/// The capabilities we declare. Servers may list some tools only to
+/// clients that can take roots, sampling or elicitation requests, and a
+/// monitor must see what a full-featured client is shown. We never start
+/// such a request's work: roots are answered with an empty list, anything
+/// else with an error (see the transports).
+fn client_capabilities() -> Value {
+    json!({"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}})
+}
+
+fn client_info() -> Value {
+    json!({"name": "plumbline", "version": env!("CARGO_PKG_VERSION")})
+}
+
+pub(crate) fn stateless_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": client_capabilities(),
+        "io.modelcontextprotocol/clientInfo": client_info(),
+    })
+}
+
+#[derive(Deserialize)]
+struct InitializeResult {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: String,
+    capabilities: Option<Box<RawValue>>,
+    #[serde(rename = "serverInfo")]
+    server_info: Option<Box<RawValue>>,
+    instructions: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DiscoverResult {
+    #[serde(rename = "supportedVersions", default)]
+    supported_versions: Vec<String>,
+    capabilities: Option<Box<RawValue>>,
+    instructions: Option<String>,
+    #[serde(rename = "_meta")]
+    meta: Option<DiscoverMeta>,
+}
+
+#[derive(Deserialize)]
+struct DiscoverMeta {
+    #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+    server_info: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct ListResult {
+    tools: Vec<Box<RawValue>>,
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(
+    method: &'static str,
+    raw: &RawValue,
+) -> Result<T, ListError> {
+    serde_json::from_str(raw.get()).map_err(|e| {
+        ListErrorKind::Protocol {
+            method,
+            message: format!("unexpected result: {e}"),
+        }
+        .into()
+    })
+}
+
+fn answered(method: &'static str, reply: Reply) -> Result<Box<RawValue>, ListError> {
+    reply.map_err(|e| {
+        ListErrorKind::Server {
+            method,
+            code: e.code,
+            message: plumbline_taxonomy::sanitize::for_terminal(&e.message, false),
+        }
+        .into()
+    })
+}
+
+struct Handshake {
+    era: Era,
+    protocol_version: String,
+    server_info: Option<Vec<u8>>,
+    capabilities: Option<Vec<u8>>,
+    instructions: Option<String>,
+}
+
+fn bytes(raw: Option<Box<RawValue>>) -> Option<Vec<u8>> {
+    raw.map(|r| r.get().as_bytes().to_vec())
+}
+
+/// Probes for the stateless era, then falls back to `initialize`.
+async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake, ListError> {
+    let probe = if t.may_be_stateless() {
+        t.request(
+            "server/discover",
+            json!({"_meta": stateless_meta()}),
+            Instant::now() + limits.discover_timeout,
+        )
+        .await
+    } else {
+        Ok(Err(RpcError {
+            code: -32601,
+            message: "not probed".to_owned(),
+        }))
+    };
+    match probe {
+        Ok(Ok(raw)) => {
+            let d: DiscoverResult = parse("server/discover", &raw)?;
+            if d.supported_versions.iter().any(|v| v == STATELESS_VERSION) {
+                t.negotiated(Era::Stateless, STATELESS_VERSION);
+                return Ok(Handshake {
+                    era: Era::Stateless,
+                    protocol_version: STATELESS_VERSION.to_owned(),
+                    server_info: d.meta.and_then(|m| bytes(m.server_info)),
+                    capabilities: bytes(d.capabilities),
+                    instructions: d.instructions,
+                });
+            }
+            // A discover answer without our version: use the session era.
+        }
+        // A legacy server answers an error or stays silent: fall back.
+        Ok(Err(_)) => {}
+        Err(e) if matches!(e.kind, ListErrorKind::Timeout { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let reply = t
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": SESSION_VERSION,
+                "capabilities": client_capabilities(),
+                "clientInfo": client_info(),
+            }),
+            Instant::now() + limits.initialize_timeout,
+        )
+        .await?;
+    let raw = answered("initialize", reply)?;
+    let init: InitializeResult = parse("initialize", &raw)?;
+    t.negotiated(Era::Session, &init.protocol_version);
+    t.notify("notifications/initialized", json!({})).await?;
+    Ok(Handshake {
+        era: Era::Session,
+        protocol_version: init.protocol_version,
+        server_info: bytes(init.server_info),
+        capabilities: bytes(init.capabilities),
+        instructions: init.instructions,
+    })
+}
+
+/// Follows `nextCursor` until the last page, within the limits.
+async fn walk_pages<T: Transport>(
+    t: &mut T,
+    era: Era,
+    limits: &Limits,
+    deadline: Instant,
+) -> Result<(Vec<Box<RawValue>>, usize), ListError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut pages = 0usize;
+    loop {
+        if pages == limits.max_pages {
+            return Err(ListErrorKind::TooManyPages {
+                limit: limits.max_pages,
+            }
+            .into());
+        }
+        let mut params = serde_json::Map::new();
+        if let Some(c) = &cursor {
+            params.insert("cursor".into(), Value::String(c.clone()));
+        }
+        if era == Era::Stateless {
+            params.insert("_meta".into(), stateless_meta());
+        }
+        let reply = t
+            .request("tools/list", Value::Object(params), deadline)
+            .await?;
+        let raw = answered("tools/list", reply)?;
+        let page: ListResult = parse("tools/list", &raw)?;
+        pages += 1;
+        if tools.len() + page.tools.len() > limits.max_tools {
+            return Err(ListErrorKind::TooManyTools {
+                limit: limits.max_tools,
+            }
+            .into());
+        }
+        tools.extend(page.tools);
+        match page.next_cursor {
+            None => return Ok((tools, pages)),
+            Some(next) => {
+                if !seen.insert(next.clone()) {
+                    return Err(ListErrorKind::CursorRepeated {
+                        cursor: crate::error::excerpt(next.as_bytes(), 80),
+                        page: pages,
+                    }
+                    .into());
+                }
+                cursor = Some(next);
+            }
+        }
+    }
+}
+
+/// Checks each element and finds duplicate names. Every element is kept;
+/// problems are reported beside them.
+fn inspect(raw_tools: Vec<Box<RawValue>>) -> (Vec<ListedTool>, Vec<ListingProblem>) {
+    let mut tools = Vec::with_capacity(raw_tools.len());
+    let mut problems = Vec::new();
+    let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (position, raw) in raw_tools.into_iter().enumerate() {
+        let bytes = raw.get().as_bytes().to_vec();
+        let name = match plumbline_taxonomy::json::parse_tool(&bytes) {
+            Ok(tool) => match tool.get("name").and_then(|n| n.as_str()) {
+                Some(n) => Some(n.to_owned()),
+                None => {
+                    problems.push(ListingProblem::MalformedTool {
+                        position,
+                        error: "no string \"name\"".to_owned(),
+                    });
+                    None
+                }
+            },
+            Err(e) => {
+                problems.push(ListingProblem::MalformedTool {
+                    position,
+                    error: e.kind.to_string(),
+                });
+                None
+            }
+        };
+        if let Some(n) = &name {
+            by_name.entry(n.clone()).or_default().push(position);
+        }
+        tools.push(ListedTool { raw: bytes, name });
+    }
+    for (name, positions) in by_name {
+        if positions.len() > 1 {
+            problems.push(ListingProblem::DuplicateName { name, positions });
+        }
+    }
+    (tools, problems)
+}
+
+/// The whole exchange: handshake, then the listing. A `list_changed`
+/// announced during the walk means the list moved under us: walk once more
+/// (only once, so a server that announces forever cannot stall us).
+pub(crate) async fn list<T: Transport>(t: &mut T, limits: &Limits) -> Result<Listing, ListError> {
+    let hs = handshake(t, limits).await?;
+    let deadline = Instant::now() + limits.list_timeout;
+    t.ready_to_list(hs.era, deadline).await?;
+    t.take_list_changed();
+    let (mut raw_tools, mut pages) = walk_pages(t, hs.era, limits, deadline).await?;
+    let mut relisted = false;
+    if t.take_list_changed() {
+        (raw_tools, pages) = walk_pages(t, hs.era, limits, deadline).await?;
+        relisted = true;
+    }
+    let (tools, problems) = inspect(raw_tools);
+    Ok(Listing {
+        era: hs.era,
+        protocol_version: hs.protocol_version,
+        server_info: hs.server_info,
+        capabilities: hs.capabilities,
+        instructions: hs.instructions,
+        tools,
+        problems,
+        pages,
+        relisted,
+    })
+}

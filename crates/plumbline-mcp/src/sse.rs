@@ -1,0 +1,126 @@
+//! A bounded Server-Sent Events parser (the subset MCP uses: `event`,
+//! `data`, `id`; comments and `retry` are ignored).
+
+/// One dispatched event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Event {
+    pub event: String,
+    pub data: Vec<u8>,
+}
+
+/// Feeds bytes in, takes whole events out. An event larger than `max`
+/// bytes is an error, so a hostile stream cannot grow memory unbounded.
+pub(crate) struct Parser {
+    pending: Vec<u8>,
+    event: String,
+    data: Vec<u8>,
+    has_data: bool,
+    max: usize,
+}
+
+impl Parser {
+    pub fn new(max: usize) -> Self {
+        Parser {
+            pending: Vec::new(),
+            event: String::new(),
+            data: Vec::new(),
+            has_data: false,
+            max,
+        }
+    }
+
+    /// Adds `chunk` and returns the events it completed; `Err(max)` when an
+    /// event or a line outgrows the bound.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<Event>, usize> {
+        self.pending.extend_from_slice(chunk);
+        let mut events = Vec::new();
+        let mut start = 0;
+        while let Some(i) = self.pending[start..].iter().position(|&b| b == b'\n') {
+            let mut line = &self.pending[start..start + i];
+            start += i + 1;
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if line.is_empty() {
+                if self.has_data {
+                    events.push(Event {
+                        event: if self.event.is_empty() {
+                            "message".to_owned()
+                        } else {
+                            std::mem::take(&mut self.event)
+                        },
+                        data: std::mem::take(&mut self.data),
+                    });
+                }
+                self.event.clear();
+                self.has_data = false;
+                continue;
+            }
+            let (field, value) = match line.iter().position(|&b| b == b':') {
+                Some(0) => continue, // a comment
+                Some(c) => {
+                    let v = &line[c + 1..];
+                    (&line[..c], v.strip_prefix(b" ").unwrap_or(v))
+                }
+                None => (line, &b""[..]),
+            };
+            match field {
+                b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+                b"data" => {
+                    if self.has_data {
+                        self.data.push(b'\n');
+                    }
+                    self.data.extend_from_slice(value);
+                    self.has_data = true;
+                    if self.data.len() > self.max {
+                        return Err(self.max);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.pending.drain(..start);
+        if self.pending.len() > self.max {
+            return Err(self.max);
+        }
+        Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_across_chunks() {
+        let mut p = Parser::new(1024);
+        assert!(p
+            .push(b"event: endpoint\r\ndata: /messages?s")
+            .unwrap()
+            .is_empty());
+        let ev = p
+            .push(b"=1\r\n\r\n: keep-alive\n\ndata: {\"a\":\ndata: 1}\n\n")
+            .unwrap();
+        assert_eq!(
+            ev,
+            [
+                Event {
+                    event: "endpoint".into(),
+                    data: b"/messages?s=1".to_vec()
+                },
+                Event {
+                    event: "message".into(),
+                    data: b"{\"a\":\n1}".to_vec()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_events_are_refused() {
+        let mut p = Parser::new(8);
+        assert_eq!(p.push(b"data: 0123456789\n"), Err(8));
+        let mut p = Parser::new(8);
+        assert_eq!(p.push(b"no newline for a long time"), Err(8));
+    }
+}

@@ -1,0 +1,79 @@
+//! The store's errors. Each names the store file and, where one is
+//! involved, the server, so a message read in a log says where to look.
+//!
+//! Sources are boxed: `rusqlite::Error` is large, and every `Result` of the
+//! store would otherwise carry its size.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create the directory {path} for the store")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot open the store {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: Box<rusqlite::Error>,
+    },
+
+    #[error(
+        "the store {path} has schema version {found}, newer than the {known} this \
+         build of plumbline knows; use a newer plumbline or another store"
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+
+    #[error("cannot migrate the store {path} to schema version {version}")]
+    Migrate {
+        path: PathBuf,
+        version: i64,
+        #[source]
+        source: Box<rusqlite::Error>,
+    },
+
+    #[error("no default store path: neither PLUMBLINE_STORE, XDG_DATA_HOME nor HOME is set")]
+    NoDefaultPath,
+
+    #[error("the identity of server {server:?} is not a JSON object")]
+    InvalidIdentity {
+        server: String,
+        #[source]
+        source: Box<crate::CanonicalError>,
+    },
+
+    #[error("server {server:?} is not registered in the store {path}")]
+    UnknownServer { path: PathBuf, server: String },
+
+    #[error("the observation of server {server:?} is invalid: {reason}")]
+    InvalidObservation { server: String, reason: String },
+
+    #[error("cannot write {what} for server {server:?} to the store {path}")]
+    Write {
+        path: PathBuf,
+        server: String,
+        what: &'static str,
+        #[source]
+        source: Box<rusqlite::Error>,
+    },
+
+    #[error("cannot read {what} from the store {path}")]
+    Read {
+        path: PathBuf,
+        what: String,
+        #[source]
+        source: Box<rusqlite::Error>,
+    },
+
+    #[error("the store {path} is inconsistent: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+}

@@ -1,0 +1,225 @@
+//! Plumbline's history: every observation of every monitored MCP server,
+//! with the tools exactly as each server published them.
+//!
+//! # What is kept
+//!
+//! - **Tool versions, content-addressed.** A tool version is identified by
+//!   the SHA-256 of its RFC 8785 (JCS) canonical form ([`canonicalize`],
+//!   [`digest`]); its canonical bytes are stored once per digest.
+//! - **Raw bytes, exactly.** The bytes of each tool as received are kept
+//!   byte for byte, once per SHA-256 of those bytes: two servers may format
+//!   the same tool differently, and what was sent is the evidence. A tool
+//!   that is not a valid tool object is kept raw only and recorded as a
+//!   problem of its observation.
+//! - **Tool sets.** A listing is the ordered list of (position, name, raw
+//!   digest, canonical digest), content-addressed and stored once, so an
+//!   observation of an unchanged server adds one small row, not a copy.
+//! - **Observations.** Server, start and end times (Unix milliseconds),
+//!   outcome (ok, or failed with its error), negotiated protocol version,
+//!   `serverInfo`, capabilities and instructions (each stored once per
+//!   digest), the tool set, and problems (malformed tools, duplicate names)
+//!   when there are any. A failed observation has no tool set: it can never
+//!   read as "every tool removed".
+//!
+//! # Where
+//!
+//! [`default_path`] is the per-user default, in this order:
+//!
+//! 1. `$PLUMBLINE_STORE`, if set and not empty;
+//! 2. `$XDG_DATA_HOME/plumbline/plumbline.db`, if `XDG_DATA_HOME` is an
+//!    absolute path (the XDG Base Directory specification says to ignore a
+//!    relative one);
+//! 3. `$HOME/.local/share/plumbline/plumbline.db`.
+//!
+//! The CLI's `--store PATH` overrides all three.
+//!
+//! # How
+//!
+//! Callers use the [`Store`] trait; [`SqliteStore`] is the one backend
+//! today: an embedded SQLite file in WAL mode with its migrations compiled
+//! in. Recording an observation is one transaction, so a process killed
+//! mid-write never leaves half an observation. A PostgreSQL backend can
+//! implement the same trait without touching callers.
+//!
+//! ```
+//! use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore, Store};
+//!
+//! let mut store = SqliteStore::open_in_memory()?;
+//! store.put_server("demo", r#"{"transport":"stdio","command":"demo-server"}"#)?;
+//! let id = store.record_observation(&NewObservation {
+//!     server: "demo".into(),
+//!     started_at_ms: 1_700_000_000_000,
+//!     finished_at_ms: 1_700_000_000_120,
+//!     outcome: Outcome::Ok,
+//!     protocol_version: Some("2025-06-18".into()),
+//!     server_info: None,
+//!     capabilities: None,
+//!     instructions: None,
+//!     tools: vec![RawTool {
+//!         name: Some("add".into()),
+//!         raw: br#"{ "name": "add", "description": "Adds." }"#.to_vec(),
+//!     }],
+//!     problems: vec![],
+//! })?;
+//! let observation = store.observation(id)?.expect("just recorded");
+//! let tool = &observation.tools[0];
+//! let raw = store.raw_tool(&tool.raw_digest)?.expect("kept");
+//! assert_eq!(raw, br#"{ "name": "add", "description": "Adds." }"#);
+//! let canonical = store.tool_version(&tool.canonical_digest.expect("valid"))?;
+//! assert_eq!(canonical.as_deref(), Some(&br#"{"description":"Adds.","name":"add"}"#[..]));
+//! # Ok::<(), plumbline_store::StoreError>(())
+//! ```
+
+pub mod canonical;
+mod digest;
+mod error;
+pub mod model;
+mod sqlite;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
+pub use digest::{digest, Digest, DigestParseError};
+pub use error::StoreError;
+pub use model::{
+    NewObservation, Observation, ObservationId, ObservationSummary, Outcome, Problem, ProblemKind,
+    RawTool, Server, ToolEntry, ToolHistoryEntry,
+};
+pub use sqlite::SqliteStore;
+
+/// The store as callers see it, whatever the backend.
+///
+/// Reads take `&self` and writes `&mut self`. Methods are synchronous; an
+/// async caller runs them on a blocking thread.
+pub trait Store {
+    /// Registers a server, or replaces the identity of one already known.
+    /// `identity` is a JSON object (transport and command or URL, no
+    /// secrets); it is stored in RFC 8785 canonical form.
+    fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError>;
+
+    /// Every registered server, sorted by name.
+    fn servers(&self) -> Result<Vec<Server>, StoreError>;
+
+    /// Records one observation of a registered server, all or nothing.
+    ///
+    /// The store computes each tool's canonical form from its raw bytes,
+    /// records a malformed tool (kept raw only) and each repeated tool name
+    /// as problems, and adds the caller's problems; identical problems are
+    /// recorded once.
+    fn record_observation(
+        &mut self,
+        observation: &NewObservation,
+    ) -> Result<ObservationId, StoreError>;
+
+    /// A server's observations, newest first, at most `limit` of them.
+    fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError>;
+
+    /// One observation with its tools and problems; `None` if there is no
+    /// observation with that id.
+    fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError>;
+
+    /// The server's latest successful observation recorded before `before`,
+    /// or its latest successful one overall when `before` is `None`: the
+    /// baseline that drift is measured against.
+    fn latest_successful(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError>;
+
+    /// The canonical bytes of the tool version with this digest.
+    fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The raw bytes, as received, with this digest.
+    fn raw_tool(&self, raw: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// The successful observations at which the server's tool called `tool`
+    /// first appeared, changed canonical form, disappeared or came back,
+    /// oldest first. Failed observations are not part of a history. When a
+    /// listing holds the name twice, the first is the tool.
+    fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError>;
+}
+
+/// The per-user default store path (see the crate documentation for the
+/// order of precedence).
+pub fn default_path() -> Result<PathBuf, StoreError> {
+    default_path_from(|name| std::env::var_os(name))
+}
+
+/// [`default_path`] over any environment, so the rules are testable
+/// without changing the process environment.
+fn default_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, StoreError> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
+    if let Some(path) = set("PLUMBLINE_STORE") {
+        return Ok(PathBuf::from(path));
+    }
+    if let Some(data) = set("XDG_DATA_HOME").map(PathBuf::from) {
+        if data.is_absolute() {
+            return Ok(data.join("plumbline").join("plumbline.db"));
+        }
+    }
+    if let Some(home) = set("HOME") {
+        return Ok(PathBuf::from(home)
+            .join(".local")
+            .join("share")
+            .join("plumbline")
+            .join("plumbline.db"));
+    }
+    Err(StoreError::NoDefaultPath)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn plumbline_store_variable_wins_over_everything() {
+        let vars = [
+            ("PLUMBLINE_STORE", "/srv/p.db"),
+            ("XDG_DATA_HOME", "/x"),
+            ("HOME", "/home/u"),
+        ];
+        assert_eq!(default_path_from(env(&vars)).ok(), Some("/srv/p.db".into()));
+    }
+
+    #[test]
+    fn xdg_data_home_comes_before_home() {
+        let vars = [("XDG_DATA_HOME", "/x"), ("HOME", "/home/u")];
+        assert_eq!(
+            default_path_from(env(&vars)).ok(),
+            Some("/x/plumbline/plumbline.db".into())
+        );
+    }
+
+    #[test]
+    fn relative_or_empty_xdg_data_home_falls_back_to_home() {
+        for xdg in ["relative/dir", ""] {
+            let vars = [
+                ("XDG_DATA_HOME", xdg),
+                ("PLUMBLINE_STORE", ""),
+                ("HOME", "/home/u"),
+            ];
+            assert_eq!(
+                default_path_from(env(&vars)).ok(),
+                Some("/home/u/.local/share/plumbline/plumbline.db".into())
+            );
+        }
+    }
+
+    #[test]
+    fn no_variables_is_an_error_not_a_guess() {
+        assert!(matches!(
+            default_path_from(env(&[])),
+            Err(StoreError::NoDefaultPath)
+        ));
+    }
+}

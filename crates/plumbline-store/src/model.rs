@@ -1,0 +1,207 @@
+//! What goes into the store and what comes out of it.
+//!
+//! These types are the store's own, independent of the MCP client: the app
+//! layer maps a listing onto [`NewObservation`], and reads come back as
+//! [`ObservationSummary`], [`Observation`] and [`ToolHistoryEntry`]. No SQL
+//! type appears here, so another backend returns the same values.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::Digest;
+
+/// The store's id of an observation: increasing in the order observations
+/// were recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObservationId(pub i64);
+
+impl fmt::Display for ObservationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl FromStr for ObservationId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<ObservationId, Self::Err> {
+        s.parse().map(ObservationId)
+    }
+}
+
+/// A monitored server as registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    /// The unique name from the registry (`plumbline.toml`).
+    pub name: String,
+    /// How it is reached, as the RFC 8785 canonical form of the identity
+    /// object given to [`crate::Store::put_server`]: transport and command
+    /// or URL. The caller guarantees it holds no secret.
+    pub identity: String,
+}
+
+/// How an observation ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The tools were listed; the observation has a tool set.
+    Ok,
+    /// The server could not be observed. A failure has no tool set, so it
+    /// can never read as "all tools removed".
+    Failed {
+        /// What went wrong, for people.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// `"ok"` or `"failed"`, as stored.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed { .. } => "failed",
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok)
+    }
+}
+
+/// One tool object of a listing, exactly as the server sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawTool {
+    /// The tool's `name` as the caller read it; `None` when the tool has no
+    /// string name (a malformed tool). The store does not re-derive it.
+    pub name: Option<String>,
+    /// The bytes of the tool's JSON value, byte for byte as received.
+    pub raw: Vec<u8>,
+}
+
+/// What kind of problem an observation had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProblemKind {
+    /// A tool that is not a JSON object the taxonomy reader accepts. Its raw
+    /// bytes are kept; it has no canonical form.
+    MalformedTool,
+    /// A tool name that an earlier tool of the same listing already has.
+    /// Both are kept, never merged.
+    DuplicateName,
+    /// Anything else the caller wants remembered with the observation.
+    Other,
+}
+
+impl ProblemKind {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemKind::MalformedTool => "malformed_tool",
+            ProblemKind::DuplicateName => "duplicate_name",
+            ProblemKind::Other => "other",
+        }
+    }
+
+    /// The kind a stored spelling names.
+    pub fn from_stored(s: &str) -> Option<ProblemKind> {
+        match s {
+            "malformed_tool" => Some(ProblemKind::MalformedTool),
+            "duplicate_name" => Some(ProblemKind::DuplicateName),
+            "other" => Some(ProblemKind::Other),
+            _ => None,
+        }
+    }
+}
+
+/// A problem found while observing a server.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Problem {
+    /// The tool's 0-based position in the listing, when one tool is at fault.
+    pub position: Option<u32>,
+    pub kind: ProblemKind,
+    /// The tool's name, when it has one.
+    pub tool_name: Option<String>,
+    /// What is wrong, for people.
+    pub message: String,
+}
+
+/// One observation to record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewObservation {
+    /// A server registered with [`crate::Store::put_server`].
+    pub server: String,
+    /// When the observation started, in Unix milliseconds.
+    pub started_at_ms: i64,
+    /// When it ended, in Unix milliseconds.
+    pub finished_at_ms: i64,
+    pub outcome: Outcome,
+    /// The negotiated MCP protocol version, e.g. `2025-06-18`.
+    pub protocol_version: Option<String>,
+    /// The `serverInfo` object's bytes as received.
+    pub server_info: Option<Vec<u8>>,
+    /// The server's `capabilities` object's bytes as received.
+    pub capabilities: Option<Vec<u8>>,
+    /// The server's `instructions` text.
+    pub instructions: Option<String>,
+    /// The listing, in the order received. Must be empty when the outcome
+    /// is a failure.
+    pub tools: Vec<RawTool>,
+    /// Problems the caller found. The store finds malformed tools and
+    /// duplicate names itself, so these are the others.
+    pub problems: Vec<Problem>,
+}
+
+/// One tool of a stored listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolEntry {
+    /// 0-based position in the listing.
+    pub position: u32,
+    pub name: Option<String>,
+    /// SHA-256 of the raw bytes as received: [`crate::Store::raw_tool`].
+    pub raw_digest: Digest,
+    /// SHA-256 of the RFC 8785 canonical form, the tool version's identity:
+    /// [`crate::Store::tool_version`]. `None` for a malformed tool.
+    pub canonical_digest: Option<Digest>,
+}
+
+/// An observation without its tools: one line of a timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservationSummary {
+    pub id: ObservationId,
+    pub server: String,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub outcome: Outcome,
+    pub protocol_version: Option<String>,
+    /// The tool set's digest; `None` exactly when the observation failed.
+    pub tool_set: Option<Digest>,
+    /// How many tools were listed; 0 for a failure.
+    pub tool_count: u32,
+    /// How many problems were recorded.
+    pub problem_count: u32,
+}
+
+/// An observation with everything recorded for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    pub summary: ObservationSummary,
+    pub server_info: Option<Vec<u8>>,
+    pub capabilities: Option<Vec<u8>>,
+    pub instructions: Option<String>,
+    /// The listing in the order received.
+    pub tools: Vec<ToolEntry>,
+    /// In [`Problem`]'s order: those without a position first, then by
+    /// position, kind, tool name and message.
+    pub problems: Vec<Problem>,
+}
+
+/// A point in a tool's history: the observation at which the tool's
+/// canonical form became `canonical_digest`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolHistoryEntry {
+    pub observation: ObservationId,
+    pub finished_at_ms: i64,
+    /// The new version; `None` when the tool was listed but malformed.
+    pub canonical_digest: Option<Digest>,
+    /// `false` when the tool disappeared from the listing at this
+    /// observation (a removal); `canonical_digest` is then `None`.
+    pub present: bool,
+}

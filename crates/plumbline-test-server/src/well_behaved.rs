@@ -1,0 +1,425 @@
+//! The well-behaved server: `rmcp` serving the phases' raw tools.
+//!
+//! The current phase lives in a `watch` channel. It advances after every N
+//! `tools/list` calls (`--advance-after`), on SIGUSR1 and, over HTTP, on
+//! `POST /control/advance`; it stops at the last phase. Every change is
+//! announced with `notifications/tools/list_changed`: to 2025-era peers (those
+//! that sent `notifications/initialized`) through their session, and to
+//! 2026-07-28 peers on each `subscriptions/listen` stream that asked for
+//! `toolsListChanged`.
+
+use std::{
+    borrow::Cow,
+    collections::VecDeque,
+    future::IntoFuture as _,
+    num::NonZeroUsize,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    task::Poll,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use axum::{routing::post, Json, Router};
+use rmcp::{
+    model::{
+        Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
+        ServerCapabilities, ServerConfig, SubscriptionFilter,
+    },
+    service::{NotificationContext, RequestContext, ServerInitializeError, SubscriptionContext},
+    transport::{
+        streamable_http_server::session::local::LocalSessionManager, StreamableHttpServerConfig,
+        StreamableHttpService,
+    },
+    ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt as _,
+};
+use tokio::{
+    io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader, ReadBuf},
+    signal::unix::{signal, Signal, SignalKind},
+    sync::watch,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    net,
+    phases::Phases,
+    splice::{self, PageRef, PAGE_KEY},
+    Transport,
+};
+
+/// What the command line chose for the well-behaved server.
+#[derive(Debug)]
+pub struct Options {
+    pub phases: Phases,
+    pub advance_after: Option<NonZeroUsize>,
+    pub page_size: Option<NonZeroUsize>,
+    pub legacy_only: bool,
+    pub stateless: bool,
+}
+
+/// State shared by every session (one over stdio, many over HTTP).
+#[derive(Debug)]
+struct Shared {
+    phases: Arc<Phases>,
+    phase: watch::Sender<usize>,
+    list_calls: AtomicUsize,
+    advance_after: Option<NonZeroUsize>,
+    page_size: Option<NonZeroUsize>,
+    legacy_only: bool,
+    /// Peers that completed the `initialize` handshake, for `list_changed`.
+    legacy_peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Cancelled when stdin reaches EOF or HTTP shuts down. Open
+    /// `subscriptions/listen` handlers end on it: rmcp waits up to 5 s for
+    /// in-flight handlers after EOF, and a listen never finishes on its own.
+    closing: CancellationToken,
+    /// The phase when each pending `subscriptions/listen` was accepted.
+    listen_baselines: Mutex<VecDeque<usize>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    /// Moves to the next phase unless already at the last; returns the phase.
+    fn advance(&self, cause: &str) -> usize {
+        let last = self.phases.len() - 1;
+        let moved = self.phase.send_if_modified(|phase| {
+            let moved = *phase < last;
+            if moved {
+                *phase += 1;
+            }
+            moved
+        });
+        let phase = *self.phase.borrow();
+        if moved {
+            tracing::info!(phase, cause, "phase advanced");
+        } else {
+            tracing::info!(phase, cause, "already at the last phase");
+        }
+        phase
+    }
+}
+
+/// One `rmcp` handler per session, all over the same [`Shared`] state.
+#[derive(Debug, Clone)]
+struct Server(Arc<Shared>);
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "plumbline-test-server",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("A test server for Plumbline; its tools change between phases.")
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        if self.0.legacy_only {
+            Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        } else {
+            Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let shared = &self.0;
+        let phase = *shared.phase.borrow();
+        let count = shared.phases.tools(phase).len();
+        let start = match request.and_then(|request| request.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|start| *start <= count)
+                .ok_or_else(|| {
+                    McpError::invalid_params(format!("unknown cursor {cursor:?}"), None)
+                })?,
+        };
+        let end = shared
+            .page_size
+            .map_or(count, |size| start.saturating_add(size.get()).min(count));
+        let page = PageRef { phase, start, end };
+        // The tools themselves are spliced in on the way out (see `splice`).
+        let mut result = ListToolsResult::with_all_items(Vec::new());
+        result.next_cursor = (end < count).then(|| end.to_string());
+        let mut meta = MetaObject::new();
+        meta.0.insert(
+            PAGE_KEY.to_owned(),
+            serde_json::to_value(page)
+                .map_err(|e| McpError::internal_error(e.to_string(), None))?,
+        );
+        result.meta = Some(meta);
+        tracing::info!(phase, start, end, "tools/list");
+
+        let calls = shared.list_calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if shared
+            .advance_after
+            .is_some_and(|every| calls.is_multiple_of(every.get()))
+        {
+            shared.advance("--advance-after");
+        }
+        Ok(result)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::info!("client initialized");
+        let mut peers = lock(&self.0.legacy_peers);
+        peers.retain(|peer| !peer.is_transport_closed());
+        peers.push(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp acknowledges the subscription before `listen` runs; a phase
+        // change in between must not be lost, so remember the phase now.
+        let phase = *self.0.phase.borrow();
+        lock(&self.0.listen_baselines).push_back(phase);
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        // Concurrent listens may pop each other's baselines; the worst case is
+        // one extra `list_changed`, never a missed one.
+        let baseline = lock(&self.0.listen_baselines).pop_front();
+        if context.accepted().tools_list_changed != Some(true) {
+            tokio::select! {
+                () = context.cancelled() => {}
+                () = self.0.closing.cancelled() => {}
+            }
+            return Ok(());
+        }
+        tracing::info!("subscriptions/listen: toolsListChanged");
+        let mut phase = self.0.phase.subscribe();
+        let current = *phase.borrow_and_update();
+        if baseline.is_some_and(|baseline| baseline != current)
+            && context.sink().notify_tool_list_changed().await.is_err()
+        {
+            return Ok(());
+        }
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                () = self.0.closing.cancelled() => return Ok(()),
+                changed = phase.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    phase.borrow_and_update();
+                    if let Err(error) = context.sink().notify_tool_list_changed().await {
+                        tracing::info!(%error, "subscription closed");
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Announces every phase change to the peers of the `initialize` era.
+async fn notify_legacy_peers(shared: Arc<Shared>) {
+    let mut phase = shared.phase.subscribe();
+    while phase.changed().await.is_ok() {
+        phase.borrow_and_update();
+        let peers = {
+            let mut peers = lock(&shared.legacy_peers);
+            peers.retain(|peer| !peer.is_transport_closed());
+            peers.clone()
+        };
+        for peer in peers {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::info!(%error, "could not send notifications/tools/list_changed");
+            }
+        }
+    }
+}
+
+/// Advances the phase on every SIGUSR1.
+async fn advance_on_sigusr1(shared: Arc<Shared>, mut usr1: Signal) {
+    while usr1.recv().await.is_some() {
+        shared.advance("SIGUSR1");
+    }
+}
+
+pub async fn run(
+    options: Options,
+    transport: Transport,
+    terminated: net::Terminated,
+) -> anyhow::Result<()> {
+    let (phase, _) = watch::channel(0);
+    let shared = Arc::new(Shared {
+        phases: Arc::new(options.phases),
+        phase,
+        list_calls: AtomicUsize::new(0),
+        advance_after: options.advance_after,
+        page_size: options.page_size,
+        legacy_only: options.legacy_only,
+        legacy_peers: Mutex::new(Vec::new()),
+        closing: CancellationToken::new(),
+        listen_baselines: Mutex::new(VecDeque::new()),
+    });
+    tracing::info!(phases = shared.phases.len(), "serving phase 0");
+    tokio::spawn(notify_legacy_peers(shared.clone()));
+    let usr1 = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
+    tokio::spawn(advance_on_sigusr1(shared.clone(), usr1));
+    match transport {
+        Transport::Stdio => serve_stdio(shared, terminated).await,
+        Transport::Http(addr) => serve_http(shared, addr, options.stateless, terminated).await,
+    }
+}
+
+/// Serves one session on stdin/stdout until stdin closes (or SIGTERM/SIGINT).
+async fn serve_stdio(shared: Arc<Shared>, mut terminated: net::Terminated) -> anyhow::Result<()> {
+    // rmcp writes into a pipe; `splice_lines` copies it to stdout line by line.
+    let (rmcp_out, splice_in) = tokio::io::duplex(1 << 16);
+    let splicer = tokio::spawn(splice_lines(shared.phases.clone(), splice_in));
+    let stdin = SignalEof {
+        inner: tokio::io::stdin(),
+        eof: shared.closing.clone(),
+    };
+    let server = Server(shared);
+    let served = tokio::select! {
+        served = server.serve((stdin, rmcp_out)) => served,
+        () = terminated.wait() => return Ok(()),
+    };
+    match served {
+        Ok(running) => {
+            tokio::select! {
+                quit = running.waiting() => {
+                    tracing::info!(?quit, "session ended");
+                }
+                () = terminated.wait() => {}
+            }
+        }
+        Err(ServerInitializeError::ConnectionClosed(reason)) => {
+            tracing::info!(%reason, "stdin closed before a session started");
+        }
+        Err(error) => return Err(error).context("starting the stdio session"),
+    }
+    match tokio::time::timeout(Duration::from_secs(5), splicer).await {
+        Ok(joined) => joined.context("stdout task")?,
+        Err(_) => {
+            tracing::warn!("stdout did not drain within 5 s");
+            Ok(())
+        }
+    }
+}
+
+/// A reader that cancels `eof` when `inner` reaches end of file.
+struct SignalEof<R> {
+    inner: R,
+    eof: CancellationToken,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for SignalEof<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(poll, Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0
+        {
+            tracing::info!("stdin closed");
+            self.eof.cancel();
+        }
+        poll
+    }
+}
+
+/// Copies rmcp's newline-delimited output to stdout, splicing raw tools in.
+async fn splice_lines(
+    phases: Arc<Phases>,
+    from_rmcp: tokio::io::DuplexStream,
+) -> anyhow::Result<()> {
+    let mut reader = BufReader::new(from_rmcp);
+    let mut stdout = tokio::io::stdout();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).await? == 0 {
+            return Ok(());
+        }
+        let message = line.strip_suffix(b"\n").unwrap_or(&line);
+        let spliced = splice::splice_message(&phases, message);
+        stdout
+            .write_all(spliced.as_deref().unwrap_or(message))
+            .await
+            .context("writing to stdout")?;
+        stdout.write_all(b"\n").await.context("writing to stdout")?;
+        stdout.flush().await.context("flushing stdout")?;
+    }
+}
+
+/// Serves Streamable HTTP at `/mcp` and `POST /control/advance` until
+/// SIGTERM or SIGINT.
+async fn serve_http(
+    shared: Arc<Shared>,
+    addr: std::net::SocketAddr,
+    stateless: bool,
+    mut terminated: net::Terminated,
+) -> anyhow::Result<()> {
+    let listener = net::bind_and_announce(addr).await?;
+    let shutdown = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(!stateless)
+        .with_json_response(stateless)
+        .with_cancellation_token(shutdown.child_token());
+    let service = StreamableHttpService::new(
+        {
+            let shared = shared.clone();
+            move || Ok(Server(shared.clone()))
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let phases = shared.phases.clone();
+    let closing = shared.closing.clone();
+    let router = Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::map_response(move |response| {
+            splice::splice_response(phases.clone(), response)
+        }))
+        .route(
+            "/control/advance",
+            post(move || async move {
+                let phase = shared.advance("POST /control/advance");
+                Json(serde_json::json!({ "phase": phase }))
+            }),
+        );
+    let server = tokio::spawn(
+        axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future(),
+    );
+    terminated.wait().await;
+    closing.cancel();
+    shutdown.cancel();
+    match tokio::time::timeout(Duration::from_secs(3), server).await {
+        Ok(joined) => joined.context("HTTP server task")?.context("serving HTTP"),
+        Err(_) => {
+            tracing::warn!("connections still open after 3 s; exiting anyway");
+            Ok(())
+        }
+    }
+}
