@@ -336,6 +336,76 @@ pub fn demo_dir() -> Result<PathBuf> {
     Ok(dir)
 }
 
-pub fn discover(_args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
-    bail!("discover: not wired yet")
+pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
+    let home = match &args.home {
+        Some(h) => h.clone(),
+        None => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .context("HOME is not set: pass --home")?,
+    };
+    let project = match &args.project {
+        Some(p) => p.clone(),
+        None => std::env::current_dir().context("finding the current directory")?,
+    };
+    let (found, skipped) = crate::discover::discover(&home, &project);
+    let mut out = io::stdout().lock();
+    let safe = |s: &str| for_terminal(s, false);
+    for f in &found {
+        writeln!(
+            out,
+            "{}  {}  ({})",
+            safe(&f.name),
+            f.client.label(),
+            safe(&f.file.display().to_string())
+        )?;
+        for note in &f.notes {
+            writeln!(out, "    note: {}", safe(note))?;
+        }
+        if !f.secrets_to_set.is_empty() {
+            writeln!(
+                out,
+                "    set before observing: {}",
+                f.secrets_to_set.join(", ")
+            )?;
+        }
+    }
+    for s in &skipped {
+        let what = s
+            .name
+            .as_deref()
+            .map(|n| format!(" {}", safe(n)))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "skipped{what}  ({}): {}",
+            safe(&s.file.display().to_string()),
+            safe(&s.reason)
+        )?;
+    }
+    writeln!(
+        out,
+        "{} servers found, {} skipped",
+        found.len(),
+        skipped.len()
+    )?;
+    if let Some(path) = &args.write {
+        if path.exists() && !args.force {
+            bail!("{} exists: pass --force to replace it", path.display());
+        }
+        let config = Config {
+            servers: found
+                .iter()
+                .map(|f| (f.name.clone(), f.config.clone()))
+                .collect(),
+        };
+        let text = toml::to_string_pretty(&config).context("writing the configuration")?;
+        let header = "# Written by `plumbline discover`. Values such as ${NAME} are read from\n# the environment when a server is observed; set them before `plumbline observe`.\n\n";
+        std::fs::write(path, format!("{header}{text}"))
+            .with_context(|| format!("writing {}", path.display()))?;
+        writeln!(out, "wrote {}", path.display())?;
+    }
+    out.flush()?;
+    // Skipped entries (disabled servers, unreadable files) are reported
+    // above; the import itself succeeded.
+    Ok(Outcome::Clean)
 }

@@ -212,6 +212,12 @@ struct Entry {
     /// References already rewritten to `${NAME}`; literal values still as
     /// written (they are compared when deduplicating, then replaced).
     config: ServerConfig,
+    review: Review,
+}
+
+/// What the user must do or know about one server, gathered while reading it.
+#[derive(Default)]
+struct Review {
     /// Environment or header keys whose values are literal.
     literal_keys: Vec<String>,
     secrets_to_set: Vec<String>,
@@ -267,25 +273,27 @@ fn read_location(
         return skip_file(skipped, "the top level is not a JSON object".to_owned());
     };
 
-    // (scope, servers, VS Code inputs, names excluded, note for every entry)
-    let mut groups: Vec<(String, &Value, Option<&Value>, Vec<&str>, Option<String>)> = Vec::new();
+    let mut groups = Vec::new();
     match location.layout {
         Layout::McpServers => {
             if let Some(servers) = root.get("mcpServers") {
-                groups.push((String::new(), servers, None, Vec::new(), None));
+                groups.push(Group::new("mcpServers", servers));
             }
         }
         Layout::ClaudeJson => {
             if let Some(servers) = root.get("mcpServers") {
-                groups.push((String::new(), servers, None, Vec::new(), None));
+                groups.push(Group::new("mcpServers", servers));
             }
             match root.get("projects") {
                 None => {}
                 Some(Value::Object(projects)) => {
                     for (dir, settings) in projects {
                         if let Some(servers) = settings.get("mcpServers") {
-                            let note = format!("Claude Code local scope of project {dir}");
-                            groups.push((dir.clone(), servers, None, Vec::new(), Some(note)));
+                            groups.push(Group {
+                                scope: dir.clone(),
+                                note: Some(format!("Claude Code local scope of project {dir}")),
+                                ..Group::new("mcpServers", servers)
+                            });
                         }
                     }
                 }
@@ -294,14 +302,19 @@ fn read_location(
         }
         Layout::VsCodeMcp => {
             if let Some(servers) = root.get("servers") {
-                groups.push((String::new(), servers, root.get("inputs"), Vec::new(), None));
+                groups.push(Group {
+                    inputs: root.get("inputs"),
+                    ..Group::new("servers", servers)
+                });
             }
         }
         Layout::VsCodeSettings => {
             let mcp = root.get("mcp");
             if let Some(servers) = mcp.and_then(|m| m.get("servers")) {
-                let inputs = mcp.and_then(|m| m.get("inputs"));
-                groups.push((String::new(), servers, inputs, Vec::new(), None));
+                groups.push(Group {
+                    inputs: mcp.and_then(|m| m.get("inputs")),
+                    ..Group::new("servers", servers)
+                });
             }
         }
         Layout::GeminiSettings => {
@@ -312,31 +325,27 @@ fn read_location(
                     .and_then(Value::as_array)
                     .map(|names| names.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
-                groups.push((String::new(), servers, None, excluded, None));
+                groups.push(Group {
+                    excluded,
+                    ..Group::new("mcpServers", servers)
+                });
             }
         }
     }
 
-    for (scope, servers, inputs, excluded, scope_note) in groups {
-        let Value::Object(servers) = servers else {
-            let key = if location.layout == Layout::VsCodeMcp
-                || location.layout == Layout::VsCodeSettings
-            {
-                "servers"
-            } else {
-                "mcpServers"
-            };
-            skip_file(skipped, format!("`{key}` is not a JSON object"));
+    for group in groups {
+        let Value::Object(servers) = group.servers else {
+            skip_file(skipped, format!("`{}` is not a JSON object", group.key));
             continue;
         };
-        let inputs = input_descriptions(inputs);
+        let inputs = input_descriptions(group.inputs);
         for (name, value) in servers {
             let skip = |reason: String| Skipped {
                 file: path.clone(),
                 name: Some(name.clone()),
                 reason,
             };
-            if excluded.contains(&name.as_str()) {
+            if group.excluded.contains(&name.as_str()) {
                 skipped.push(skip("disabled (listed in mcp.excluded)".to_owned()));
                 continue;
             }
@@ -349,23 +358,49 @@ fn read_location(
                 continue;
             }
             match parse_entry(ctx, obj, &inputs) {
-                Ok(mut parsed) => {
-                    if let Some(note) = &scope_note {
-                        parsed.notes.insert(0, note.clone());
+                Ok((config, mut review)) => {
+                    if let Some(note) = &group.note {
+                        review.notes.insert(0, note.clone());
                     }
                     entries.push(Entry {
                         client: ctx.client,
                         file: path.clone(),
-                        scope: scope.clone(),
+                        scope: group.scope.clone(),
                         name: name.clone(),
-                        config: parsed.config,
-                        literal_keys: parsed.literal_keys,
-                        secrets_to_set: parsed.secrets_to_set,
-                        notes: parsed.notes,
+                        config,
+                        review,
                     });
                 }
                 Err(reason) => skipped.push(skip(reason)),
             }
+        }
+    }
+}
+
+/// The servers of one file, or of one Claude Code project in `~/.claude.json`.
+struct Group<'a> {
+    /// `mcpServers` or `servers`, for messages.
+    key: &'static str,
+    servers: &'a Value,
+    /// The Claude Code project path, empty elsewhere; orders the output.
+    scope: String,
+    /// VS Code `inputs`.
+    inputs: Option<&'a Value>,
+    /// Gemini CLI `mcp.excluded`.
+    excluded: Vec<&'a str>,
+    /// A note for every server of the group.
+    note: Option<String>,
+}
+
+impl<'a> Group<'a> {
+    fn new(key: &'static str, servers: &'a Value) -> Self {
+        Group {
+            key,
+            servers,
+            scope: String::new(),
+            inputs: None,
+            excluded: Vec::new(),
+            note: None,
         }
     }
 }
@@ -441,13 +476,6 @@ fn input_descriptions(inputs: Option<&Value>) -> BTreeMap<String, String> {
 // google-gemini/gemini-cli docs/tools/mcp-server.md (its own examples carry
 // `//` comments, hence JSONC).
 
-struct Parsed {
-    config: ServerConfig,
-    literal_keys: Vec<String>,
-    secrets_to_set: Vec<String>,
-    notes: Vec<String>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transport {
     Stdio,
@@ -469,8 +497,9 @@ fn parse_entry(
     ctx: &Ctx,
     obj: &Map<String, Value>,
     inputs: &BTreeMap<String, String>,
-) -> Result<Parsed, String> {
-    let mut notes = Vec::new();
+) -> Result<(ServerConfig, Review), String> {
+    let mut review = Review::default();
+    let notes = &mut review.notes;
     let declared = match obj.get("type").or_else(|| obj.get("transport")) {
         None => None,
         Some(Value::String(t)) => Some(match t.to_ascii_lowercase().as_str() {
@@ -495,10 +524,9 @@ fn parse_entry(
         }
         _ => (string_field(obj, "url")?, None),
     };
-    let transport = match (declared, &command, &url) {
+    // A declared type wins; then Gemini CLI's httpUrl → url → command order.
+    let transport = match (declared.or(implied), &command, &url) {
         (Some(t), _, _) => t,
-        // Gemini CLI picks httpUrl, then url, then command.
-        (None, _, Some(_)) if implied.is_some() => implied.unwrap_or(Transport::Http),
         (None, Some(_), None) => Transport::Stdio,
         (None, None, Some(url)) => {
             let t = infer_from_url(url);
@@ -514,14 +542,12 @@ fn parse_entry(
         (None, None, None) => return Err("has neither a command nor a URL".to_owned()),
     };
 
-    let mut literal_keys = Vec::new();
-    let mut secrets_to_set = Vec::new();
     let config = match transport {
         Transport::Stdio => {
             let Some(command) = command else {
                 return Err("a stdio server without `command`".to_owned());
             };
-            let command = client_paths(ctx, "command", &command, &mut notes);
+            let command = client_paths(ctx, "command", &command, notes);
             let args = match obj.get("args") {
                 None | Some(Value::Null) => Vec::new(),
                 Some(Value::Array(items)) => items
@@ -529,9 +555,7 @@ fn parse_entry(
                     .enumerate()
                     .map(|(i, item)| {
                         scalar(item)
-                            .map(|s| {
-                                client_paths(ctx, &format!("argument {}", i + 1), &s, &mut notes)
-                            })
+                            .map(|s| client_paths(ctx, &format!("argument {}", i + 1), &s, notes))
                             .ok_or_else(|| format!("argument {} is not a string", i + 1))
                     })
                     .collect::<Result<_, _>>()?,
@@ -544,22 +568,19 @@ fn parse_entry(
                 ));
             }
             let cwd = string_field(obj, "cwd")?
-                .map(|c| PathBuf::from(client_paths(ctx, "cwd", &c, &mut notes)));
+                .map(|c| PathBuf::from(client_paths(ctx, "cwd", &c, notes)));
+            if cwd.as_ref().is_some_and(|c| c.is_relative()) {
+                notes.push(
+                    "the working directory is relative: check it from where Plumbline runs"
+                        .to_owned(),
+                );
+            }
             if let Some(file) = string_field(obj, "envFile")? {
                 notes.push(format!(
                     "envFile {file:?} is not imported; set its variables yourself"
                 ));
             }
-            let env = values(
-                ctx,
-                obj,
-                "env",
-                "environment variable",
-                inputs,
-                &mut literal_keys,
-                &mut secrets_to_set,
-                &mut notes,
-            )?;
+            let env = values(ctx, obj, "env", "environment variable", inputs, &mut review)?;
             ServerConfig::Stdio {
                 command,
                 args,
@@ -582,16 +603,7 @@ fn parse_entry(
                     "the URL may carry a secret; it is kept as written, so review it".to_owned(),
                 );
             }
-            let headers = values(
-                ctx,
-                obj,
-                "headers",
-                "header",
-                inputs,
-                &mut literal_keys,
-                &mut secrets_to_set,
-                &mut notes,
-            )?;
+            let headers = values(ctx, obj, "headers", "header", inputs, &mut review)?;
             if transport == Transport::Http {
                 ServerConfig::Http { url, headers }
             } else {
@@ -599,12 +611,7 @@ fn parse_entry(
             }
         }
     };
-    Ok(Parsed {
-        config,
-        literal_keys,
-        secrets_to_set,
-        notes,
-    })
+    Ok((config, review))
 }
 
 /// A string field, absent or null as `None`, another type as an error.
@@ -686,16 +693,13 @@ fn client_paths(ctx: &Ctx, what: &str, value: &str, notes: &mut Vec<String>) -> 
 /// Reads `env` or `headers`: each value becomes a `${NAME}` reference when it
 /// is one in the client's syntax, and is otherwise kept for now and its key
 /// listed in `literal_keys` (replaced once the server's name is final).
-#[allow(clippy::too_many_arguments)]
 fn values(
     ctx: &Ctx,
     obj: &Map<String, Value>,
     field: &str,
     what: &str,
     inputs: &BTreeMap<String, String>,
-    literal_keys: &mut Vec<String>,
-    secrets_to_set: &mut Vec<String>,
-    notes: &mut Vec<String>,
+    review: &mut Review,
 ) -> Result<BTreeMap<String, String>, String> {
     let map = match obj.get(field) {
         None | Some(Value::Null) => return Ok(BTreeMap::new()),
@@ -718,7 +722,7 @@ fn values(
         match reference(ctx.client, rest) {
             Some(Reference::Env { name, default }) => {
                 if let Some(default) = default {
-                    notes.push(format!(
+                    review.notes.push(format!(
                         "{what} {key}: the default {default:?} of ${{{name}:-…}} is dropped; set {name}"
                     ));
                 }
@@ -730,14 +734,14 @@ fn values(
                     Some(description) => format!("input {id:?} ({description})"),
                     None => format!("input {id:?}"),
                 };
-                notes.push(format!(
+                review.notes.push(format!(
                     "{what} {key}: VS Code prompts for {asked}; set {name}"
                 ));
-                secrets_to_set.push(name.clone());
+                review.secrets_to_set.push(name.clone());
                 out.insert(key.clone(), format!("{scheme}${{{name}}}"));
             }
             None => {
-                literal_keys.push(key.clone());
+                review.literal_keys.push(key.clone());
                 out.insert(key.clone(), value);
             }
         }
@@ -848,7 +852,11 @@ fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
             first.notes.push(also);
             continue;
         }
-        let mut notes = entry.notes;
+        let Review {
+            literal_keys,
+            secrets_to_set,
+            mut notes,
+        } = entry.review;
         let base = sanitize_name(&entry.name);
         if base != entry.name {
             notes.push(format!(
@@ -872,10 +880,10 @@ fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
                 file: entry.file,
                 name,
                 config: entry.config,
-                secrets_to_set: entry.secrets_to_set,
+                secrets_to_set,
                 notes,
             },
-            entry.literal_keys,
+            literal_keys,
         ));
     }
 
@@ -1464,9 +1472,10 @@ mod tests {
                 url: format!("https://{name}.example/mcp"),
                 headers: map(&[(key, "literal")]),
             },
-            literal_keys: vec![key.into()],
-            secrets_to_set: Vec::new(),
-            notes: Vec::new(),
+            review: Review {
+                literal_keys: vec![key.into()],
+                ..Review::default()
+            },
         };
         // Two servers whose names differ only in punctuation.
         let found = finish(vec![entry("a-b", "x-key"), entry("a.b", "X_KEY")]);
@@ -1597,6 +1606,14 @@ mod tests {
     fn missing_directories_find_nothing() {
         let nowhere = Path::new("/nonexistent/plumbline-discover-test");
         assert_eq!(discover(nowhere, nowhere), (Vec::new(), Vec::new()));
+    }
+
+    #[test]
+    fn run_from_home_reads_each_file_once() {
+        let (home, _) = fixture("gemini-cli");
+        let nowhere = Path::new("/nonexistent/plumbline-discover-test");
+        let (found, skipped) = discover(&home, &home);
+        assert_eq!((found, skipped), discover(&home, nowhere));
     }
 
     #[test]

@@ -201,3 +201,77 @@ fn the_demo_shows_the_graded_rug_pull() {
     );
     assert!(out.contains("CHANGED  lookup_order  NONE (R09)"), "{out}");
 }
+
+#[test]
+fn discover_imports_every_client_without_copying_secrets() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/discover");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for client in [
+        "claude-desktop",
+        "claude-code",
+        "cursor",
+        "vscode",
+        "windsurf",
+        "gemini-cli",
+    ] {
+        let home = fixtures.join(client).join("home");
+        let project = fixtures.join(client).join("project");
+        let project = if project.exists() {
+            project
+        } else {
+            dir.path().to_path_buf()
+        };
+        let target = dir.path().join(format!("{client}.toml"));
+        let o = plumbline(
+            dir.path(),
+            &[
+                "discover",
+                "--home",
+                home.to_str().unwrap(),
+                "--project",
+                project.to_str().unwrap(),
+                "--write",
+                target.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{client}: {}", text(&o));
+        let written = std::fs::read_to_string(&target).expect("written");
+        assert!(written.contains("[servers."), "{client}: {written}");
+        assert!(
+            !written.contains("s3cr3t"),
+            "{client} copied a secret:\n{written}"
+        );
+        // The file is a registry `observe` accepts.
+        let o = plumbline(
+            dir.path(),
+            &[
+                "observe",
+                "nope",
+                "--config",
+                target.to_str().unwrap(),
+                "--store",
+                "p.db",
+            ],
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("no server named"),
+            "{client}: {}",
+            text(&o)
+        );
+    }
+    // Refuses to overwrite without --force.
+    let home = fixtures.join("cursor/home");
+    let target = dir.path().join("cursor.toml");
+    let o = plumbline(
+        dir.path(),
+        &[
+            "discover",
+            "--home",
+            home.to_str().unwrap(),
+            "--write",
+            target.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+}
