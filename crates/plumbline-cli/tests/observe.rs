@@ -275,3 +275,111 @@ fn discover_imports_every_client_without_copying_secrets() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
 }
+
+/// The workspace's test server, built beside this binary by a workspace
+/// test run (scripts/test).
+fn test_server() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the workspace tests (scripts/test), which build it",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn hostile_servers_fail_alone_while_the_others_are_observed_and_stored() {
+    let everything = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../../tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    assert!(
+        everything.exists(),
+        "run scripts/test first: it installs server-everything"
+    );
+    let server = test_server();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let mut toml = format!(
+        "[servers.everything]\ntransport = \"stdio\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n[servers.rmcp]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\n",
+        everything.to_string_lossy(),
+        server.to_string_lossy()
+    );
+    for kind in [
+        "looping-cursor",
+        "invalid-json",
+        "crash-after-initialize",
+        "escapes",
+    ] {
+        toml.push_str(&format!(
+            "\n[servers.{kind}]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--hostile\", \"{kind}\"]\n",
+            server.to_string_lossy()
+        ));
+    }
+    std::fs::write(d.join("plumbline.toml"), toml).expect("config");
+    let o = plumbline(d, &["observe", "--store", "p.db", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let by_name = |n: &str| {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["server"] == n)
+            .unwrap_or_else(|| panic!("{n} missing from {v}"))
+            .clone()
+    };
+    for (kind, want) in [
+        ("looping-cursor", "repeated the cursor"),
+        ("invalid-json", "not JSON-RPC"),
+        ("crash-after-initialize", "exit status: 3"),
+    ] {
+        let s = by_name(kind);
+        assert_eq!(s["outcome"], "failed", "{kind}");
+        assert!(
+            s["error"].as_str().unwrap().contains(want),
+            "{kind}: {}",
+            s["error"]
+        );
+    }
+    assert_eq!(by_name("everything")["outcome"], "ok");
+    assert!(by_name("everything")["tools"].as_u64().unwrap() >= 13);
+    assert_eq!(by_name("rmcp")["tools"], 3);
+    // The escapes server is observed; its text reaches a terminal only
+    // sanitised.
+    assert_eq!(by_name("escapes")["outcome"], "ok");
+    let o = plumbline(
+        d,
+        &[
+            "show",
+            "escapes",
+            "--store",
+            "p.db",
+            by_name_first_tool(d).as_str(),
+        ],
+    );
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+}
+
+/// The first tool name of the `escapes` server, read from the drift of a
+/// second observation (which lists unchanged tools too).
+fn by_name_first_tool(d: &Path) -> String {
+    let dump = plumbline(
+        d,
+        &["observe", "escapes", "--store", "p.db", "--format", "json"],
+    );
+    let v: Value = serde_json::from_slice(&dump.stdout).expect("JSON");
+    let tools = v["servers"][0]["drift"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    tools
+        .first()
+        .and_then(|t| t["name"].as_str())
+        .expect("a tool name")
+        .to_owned()
+}

@@ -254,3 +254,110 @@ async fn a_refused_connection_is_a_clear_error() {
     let err = list_tools(&spec, &Limits::default()).await.unwrap_err();
     assert!(err.to_string().contains("Connection refused"), "{err}");
 }
+
+/// `mcp-server-time` from PyPI (installed into tests/servers/.venv by
+/// scripts/test): a 2026-07-28 server, so this exercises the stateless era.
+fn time_server() -> (String, Vec<String>) {
+    let python = servers_dir().join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/test (it installs tests/servers/requirements.txt)",
+        python.display()
+    );
+    (
+        python.to_string_lossy().into_owned(),
+        vec![
+            "-m".into(),
+            "mcp_server_time".into(),
+            "--local-timezone".into(),
+            "UTC".into(),
+        ],
+    )
+}
+
+/// The time server's tools captured by hand, the stateless way: a
+/// `tools/list` carrying `_meta`, without `initialize`.
+fn raw_time_capture() -> Vec<String> {
+    let (python, args) = time_server();
+    let mut child = Command::new(python)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-capture", "version": "0"},
+    });
+    let request =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    writeln!(stdin, "{request}").expect("write");
+    stdin.flush().expect("flush");
+    let line = loop {
+        let mut line = String::new();
+        assert!(
+            stdout.read_line(&mut line).expect("read") > 0,
+            "server closed"
+        );
+        let v: Value = serde_json::from_str(&line).expect("JSON line");
+        if v.get("id") == Some(&json!(1)) {
+            break line;
+        }
+    };
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: Value = serde_json::from_str(&line).expect("reply");
+    assert!(v.get("result").is_some(), "tools/list failed: {line}");
+    #[derive(serde::Deserialize)]
+    struct Reply<'a> {
+        #[serde(borrow)]
+        result: Tools<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tools<'a> {
+        #[serde(borrow)]
+        tools: Vec<&'a RawValue>,
+    }
+    let reply: Reply<'_> = serde_json::from_str(&line).expect("tools/list result");
+    reply
+        .result
+        .tools
+        .iter()
+        .map(|t| t.get().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pypi_server_in_the_stateless_era_keeps_its_bytes() {
+    let capture = raw_time_capture();
+    let (command, args) = time_server();
+    let listing = list_tools(
+        &ServerSpec::Stdio(StdioSpec {
+            command,
+            args,
+            ..StdioSpec::default()
+        }),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("mcp-server-time: {e}"));
+    assert_eq!(listing.era, Era::Stateless);
+    assert_eq!(listing.protocol_version, "2026-07-28");
+    let names: Vec<_> = listing
+        .tools
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .collect();
+    assert_eq!(names, ["get_current_time", "convert_time"]);
+    let kept: Vec<String> = listing
+        .tools
+        .iter()
+        .map(|t| String::from_utf8(t.raw.clone()).expect("UTF-8"))
+        .collect();
+    assert_eq!(kept, capture);
+}
