@@ -44,6 +44,7 @@ fn threshold(severity: Severity, fail_on: Option<Severity>) -> Outcome {
 /// Observes, records and reports; returns the run's outcome.
 pub fn observe_servers(
     servers: Vec<(String, ServerConfig)>,
+    limits: Limits,
     store: &mut SqliteStore,
     format: Format,
     fail_on: Option<Severity>,
@@ -52,7 +53,7 @@ pub fn observe_servers(
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
     }
-    let collected = runtime()?.block_on(collect(servers, Limits::default(), concurrency))?;
+    let collected = runtime()?.block_on(collect(servers, limits, concurrency))?;
     let reports = record(store, &Classifier::default(), collected)?;
     let mut out = io::stdout().lock();
     match format {
@@ -87,9 +88,11 @@ pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c.clone()))
         .collect();
+    let limits = config.limits.limits()?;
     let mut store = open_store(args.store.as_deref())?;
     observe_servers(
         servers,
+        limits,
         &mut store,
         args.format,
         args.fail_on,
@@ -393,6 +396,7 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
             bail!("{} exists: pass --force to replace it", path.display());
         }
         let config = Config {
+            limits: Default::default(),
             servers: found
                 .iter()
                 .map(|f| (f.name.clone(), f.config.clone()))

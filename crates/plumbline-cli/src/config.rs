@@ -29,8 +29,91 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    #[serde(default, skip_serializing_if = "LimitsConfig::is_default")]
+    pub limits: LimitsConfig,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// `[limits]`: overrides of the client's bounds, all optional.
+///
+/// ```toml
+/// [limits]
+/// initialize_timeout_secs = 30
+/// list_timeout_secs = 60
+/// max_message_bytes = 33554432
+/// max_tools = 10000
+/// max_pages = 1000
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub connect_timeout_secs: Option<f64>,
+    pub initialize_timeout_secs: Option<f64>,
+    pub list_timeout_secs: Option<f64>,
+    pub discover_timeout_secs: Option<f64>,
+    pub max_message_bytes: Option<usize>,
+    pub max_tools: Option<usize>,
+    pub max_pages: Option<usize>,
+    pub stderr_bytes: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn is_default(&self) -> bool {
+        *self == LimitsConfig::default()
+    }
+
+    /// The client's limits with these overrides applied.
+    pub fn limits(&self) -> Result<plumbline_mcp::Limits> {
+        let mut l = plumbline_mcp::Limits::default();
+        let secs = |v: Option<f64>, name: &str, into: &mut std::time::Duration| -> Result<()> {
+            if let Some(s) = v {
+                if !(s.is_finite() && s > 0.0 && s <= 86_400.0) {
+                    bail!("limits.{name}: {s} is not a number of seconds between 0 and 86400");
+                }
+                *into = std::time::Duration::from_secs_f64(s);
+            }
+            Ok(())
+        };
+        secs(
+            self.connect_timeout_secs,
+            "connect_timeout_secs",
+            &mut l.connect_timeout,
+        )?;
+        secs(
+            self.initialize_timeout_secs,
+            "initialize_timeout_secs",
+            &mut l.initialize_timeout,
+        )?;
+        secs(
+            self.list_timeout_secs,
+            "list_timeout_secs",
+            &mut l.list_timeout,
+        )?;
+        secs(
+            self.discover_timeout_secs,
+            "discover_timeout_secs",
+            &mut l.discover_timeout,
+        )?;
+        let count = |v: Option<usize>, name: &str, into: &mut usize| -> Result<()> {
+            if let Some(n) = v {
+                if n == 0 {
+                    bail!("limits.{name} must be at least 1");
+                }
+                *into = n;
+            }
+            Ok(())
+        };
+        count(
+            self.max_message_bytes,
+            "max_message_bytes",
+            &mut l.max_message_bytes,
+        )?;
+        count(self.max_tools, "max_tools", &mut l.max_tools)?;
+        count(self.max_pages, "max_pages", &mut l.max_pages)?;
+        count(self.stderr_bytes, "stderr_bytes", &mut l.stderr_bytes)?;
+        Ok(l)
+    }
 }
 
 /// One server, by transport.
@@ -67,6 +150,10 @@ impl Config {
         for name in config.servers.keys() {
             check_name(name).with_context(|| format!("{}", path.display()))?;
         }
+        config
+            .limits
+            .limits()
+            .with_context(|| format!("{}", path.display()))?;
         Ok(config)
     }
 
@@ -250,6 +337,20 @@ mod tests {
             "[servers.a]\ntransport = \"http\"\nurl = \"x\"\nheader = {}"
         )
         .is_err());
+    }
+
+    #[test]
+    fn limits_override_the_defaults_and_are_checked() {
+        let c: Config =
+            toml::from_str("[limits]\nlist_timeout_secs = 2.5\nmax_pages = 7\n").unwrap();
+        let l = c.limits.limits().unwrap();
+        assert_eq!(l.list_timeout, std::time::Duration::from_millis(2500));
+        assert_eq!(l.max_pages, 7);
+        assert_eq!(l.max_tools, plumbline_mcp::Limits::default().max_tools);
+        let bad: Config = toml::from_str("[limits]\nmax_tools = 0\n").unwrap();
+        assert!(bad.limits.limits().is_err());
+        let bad: Config = toml::from_str("[limits]\nlist_timeout_secs = -1\n").unwrap();
+        assert!(bad.limits.limits().is_err());
     }
 
     #[test]

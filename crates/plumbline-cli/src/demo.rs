@@ -9,6 +9,7 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{Context as _, Result};
+use plumbline_mcp::Limits;
 use serde_json::{json, Value};
 
 use crate::cli::Format;
@@ -100,11 +101,25 @@ pub fn run(format: Format) -> Result<Outcome> {
     if human {
         println!("Observing the demo server as first seen…");
     }
-    observe_servers(vec![server(1)?], &mut store, format, None, 1)?;
+    observe_servers(
+        vec![server(1)?],
+        Limits::default(),
+        &mut store,
+        format,
+        None,
+        1,
+    )?;
     if human {
         println!("\nThe server changes its tools (a rug pull). Observing again…");
     }
-    let outcome = observe_servers(vec![server(2)?], &mut store, format, None, 1)?;
+    let outcome = observe_servers(
+        vec![server(2)?],
+        Limits::default(),
+        &mut store,
+        format,
+        None,
+        1,
+    )?;
     if human {
         println!(
             "\nBoth observations are in {}; try:\n  plumbline log --store {0}\n  plumbline diff demo --store {0}\n  plumbline show demo add --store {0}",

@@ -1097,6 +1097,7 @@ mod tests {
     /// hold no literal secret (every fixture secret contains "s3cr3t").
     fn assert_no_secret_in_toml(found: &[Found]) {
         let config = crate::config::Config {
+            limits: Default::default(),
             servers: found
                 .iter()
                 .map(|f| (f.name.clone(), f.config.clone()))

@@ -383,3 +383,80 @@ fn by_name_first_tool(d: &Path) -> String {
         .expect("a tool name")
         .to_owned()
 }
+
+/// Pids of live processes whose environment holds `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    == Some("Z")
+            })
+            .unwrap_or(true);
+        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn ctrl_c_mid_observation_reaps_the_servers_it_started() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let marker = format!("PLUMBLINE_TEST_MARKER=ctrl-c-{}", std::process::id());
+    let (key, value) = marker.split_once('=').unwrap();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            // A server that ignores SIGINT/SIGTERM and EOF on stdin, and
+            // starts a grandchild: only killing its process group ends it.
+            "[limits]\ninitialize_timeout_secs = 600\ndiscover_timeout_secs = 600\n\n[servers.hang]\ntransport = \"stdio\"\ncommand = \"sh\"\nargs = [\"-c\", \"trap '' INT TERM HUP; sleep 1000 & wait\"]\nenv = {{ {key} = \"{value}\" }}\n"
+        ),
+    )
+    .expect("config");
+    let child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(["observe", "--store", "p.db"])
+        .current_dir(d)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("plumbline starts");
+    // Wait until the server is running, then interrupt plumbline.
+    let mut waited = 0;
+    while processes_with(&marker).len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waited += 1;
+        assert!(waited < 400, "the server never started");
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let out = child.wait_with_output().expect("plumbline exits");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+        "{:?}",
+        out
+    );
+    let mut left = processes_with(&marker);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = processes_with(&marker);
+    }
+    assert!(left.is_empty(), "still running after Ctrl-C: {left:?}");
+}
