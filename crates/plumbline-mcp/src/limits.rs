@@ -41,7 +41,7 @@ impl Default for Limits {
             max_tools: 10_000,
             max_pages: 1_000,
             stderr_bytes: 16 << 10,
-            shutdown_grace: Duration::from_secs(2),
+            shutdown_grace: Duration::from_secs(1),
         }
     }
 }

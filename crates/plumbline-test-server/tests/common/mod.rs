@@ -274,6 +274,10 @@ impl HttpServer {
             "{url}"
         );
         let base = url.trim_end_matches("/mcp").to_owned();
+        // The workspace builds reqwest with rustls but no crypto provider
+        // (plumbline-mcp installs `ring`); these tests speak plain HTTP but
+        // the builder still wants one installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .no_proxy()
             .build()
