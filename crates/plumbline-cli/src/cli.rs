@@ -46,6 +46,14 @@ pub enum Command {
     /// Import the MCP servers configured in MCP clients (Claude Desktop,
     /// Claude Code, Cursor, VS Code, Windsurf, Gemini CLI).
     Discover(DiscoverArgs),
+    /// Write the servers' current tools to the lock file (the baseline that
+    /// `check` compares with).
+    Pin(PinArgs),
+    /// Compare what the servers publish now with the lock file.
+    ///
+    /// Exit status: 0 when no drift reaches --fail-on; 1 when some does;
+    /// 2 when a server could not be evaluated or the lock file is bad.
+    Check(CheckArgs),
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
@@ -84,6 +92,64 @@ pub struct ObserveArgs {
     /// How many servers to observe at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: usize,
+    /// Also write each server's listing to DIR/SERVER.json, tools exactly
+    /// as received (for `pin --tools` and `check --tools`).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PinArgs {
+    /// Servers to pin (default: all); with --update, SERVER [TOOL...].
+    #[arg(value_name = "SERVER")]
+    pub servers: Vec<String>,
+    /// The lock file.
+    #[arg(long, value_name = "FILE", default_value = "plumbline.lock")]
+    pub lock: PathBuf,
+    /// Saved tools/list results (a file, or a directory of SERVER.json)
+    /// instead of observing the servers.
+    #[arg(long, value_name = "PATH")]
+    pub tools: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "PLUMBLINE_CONFIG",
+        default_value = "plumbline.toml"
+    )]
+    pub config: PathBuf,
+    /// Re-pin chosen tools of one server: `pin --update SERVER [TOOL...]`.
+    #[arg(long)]
+    pub update: bool,
+    /// With --update: refuse to pin a change graded above this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, requires = "update")]
+    pub max_severity: Option<Severity>,
+    /// With --update: pin even what --max-severity refuses.
+    #[arg(long, requires = "update")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Servers to check (default: every server in the lock file).
+    #[arg(value_name = "SERVER")]
+    pub servers: Vec<String>,
+    #[arg(long, value_name = "FILE", default_value = "plumbline.lock")]
+    pub lock: PathBuf,
+    /// Saved tools/list results instead of observing the servers.
+    #[arg(long, value_name = "PATH")]
+    pub tools: Option<PathBuf>,
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "PLUMBLINE_CONFIG",
+        default_value = "plumbline.toml"
+    )]
+    pub config: PathBuf,
+    /// Fail (exit 1) on drift at or above this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, default_value = "high")]
+    pub fail_on: Severity,
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -49,11 +49,20 @@ pub fn observe_servers(
     format: Format,
     fail_on: Option<Severity>,
     concurrency: usize,
+    save: Option<&Path>,
 ) -> Result<Outcome> {
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
     }
     let collected = runtime()?.block_on(collect(servers, limits, concurrency))?;
+    if let Some(dir) = save {
+        for c in &collected {
+            if let Ok(listing) = &c.result {
+                let raws: Vec<Vec<u8>> = listing.tools.iter().map(|t| t.raw.clone()).collect();
+                crate::tools_input::save(dir, &c.server, &raws)?;
+            }
+        }
+    }
     let reports = record(store, &Classifier::default(), collected)?;
     let mut out = io::stdout().lock();
     match format {
@@ -97,6 +106,7 @@ pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
         args.format,
         args.fail_on,
         args.concurrency,
+        args.save.as_deref(),
     )
 }
 

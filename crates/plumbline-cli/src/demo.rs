@@ -108,6 +108,7 @@ pub fn run(format: Format) -> Result<Outcome> {
         format,
         None,
         1,
+        None,
     )?;
     if human {
         println!("\nThe server changes its tools (a rug pull). Observing again…");
@@ -119,6 +120,7 @@ pub fn run(format: Format) -> Result<Outcome> {
         format,
         None,
         1,
+        None,
     )?;
     if human {
         println!(

@@ -8,9 +8,12 @@ mod config;
 mod demo;
 mod discover;
 mod exit;
+mod gate;
+mod lock;
 mod observe;
 mod render;
 mod timefmt;
+mod tools_input;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,6 +34,8 @@ fn main() -> ExitCode {
         Command::Show(args) => commands::show(&args),
         Command::Demo(args) => demo::run(args.format),
         Command::DemoServer => demo::serve(),
+        Command::Pin(args) => gate::pin(&args),
+        Command::Check(args) => gate::check(&args),
         Command::Discover(args) => commands::discover(&args),
     };
     match result {

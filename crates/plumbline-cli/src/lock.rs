@@ -1,0 +1,171 @@
+//! `plumbline.lock`: the reviewed baseline of every server's tools.
+//!
+//! Made for reading in a `git diff`: one `[[servers.NAME.tools]]` block
+//! per tool, sorted by name, holding the tool's full definition in RFC 8785
+//! canonical form on one line and its SHA-256. A changed tool shows as a
+//! change to its own block alone; the same tools always give the same
+//! bytes, whatever order or formatting the server used.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context as _, Result};
+use plumbline_taxonomy::json::{parse_tool, Value};
+use serde::{Deserialize, Serialize};
+
+pub const LOCK_VERSION: u32 = 1;
+
+const HEADER: &str = "# plumbline.lock: the reviewed definitions of each MCP server's tools.\n# Written by `plumbline pin`; checked by `plumbline check`. Review changes\n# to it like code. Each definition is RFC 8785 canonical JSON.\n\n";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockFile {
+    pub version: u32,
+    /// The taxonomy the pinned grades refer to.
+    pub taxonomy: String,
+    /// `sha256:` of the imperative phrase list in force when pinned.
+    pub imperatives: String,
+    #[serde(default)]
+    pub servers: BTreeMap<String, LockedServer>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedServer {
+    /// Transport and command or URL, as canonical JSON; never a secret.
+    pub identity: String,
+    #[serde(default)]
+    pub tools: Vec<LockedTool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedTool {
+    pub name: String,
+    pub sha256: String,
+    pub definition: String,
+}
+
+impl LockedTool {
+    /// Pins one tool from the bytes a server sent.
+    pub fn from_raw(name: &str, raw: &[u8]) -> Result<LockedTool> {
+        let canonical =
+            plumbline_store::canonicalize(raw).with_context(|| format!("tool {name:?}"))?;
+        let sha256 = plumbline_store::digest(&canonical).to_hex();
+        let definition = String::from_utf8(canonical).context("canonical JSON is UTF-8")?;
+        Ok(LockedTool {
+            name: name.to_owned(),
+            sha256,
+            definition,
+        })
+    }
+
+    /// The parsed definition.
+    pub fn value(&self) -> Result<Value> {
+        parse_tool(self.definition.as_bytes())
+            .map_err(|e| anyhow::anyhow!("tool {:?}: {e}", self.name))
+    }
+}
+
+/// The `sha256:` digest of a phrase list's text.
+pub fn phrases_digest(text: &str) -> String {
+    format!(
+        "sha256:{}",
+        plumbline_store::digest(text.as_bytes()).to_hex()
+    )
+}
+
+impl LockFile {
+    pub fn new() -> LockFile {
+        LockFile {
+            version: LOCK_VERSION,
+            taxonomy: plumbline_taxonomy::TAXONOMY_VERSION.to_owned(),
+            imperatives: phrases_digest(plumbline_taxonomy::phrases::IMPERATIVES_V1),
+            servers: BTreeMap::new(),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<LockFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let lock: LockFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if lock.version != LOCK_VERSION {
+            bail!(
+                "{}: lock file version {} (this plumbline reads {LOCK_VERSION})",
+                path.display(),
+                lock.version
+            );
+        }
+        // A hand-edited definition must still match its digest.
+        for (server, s) in &lock.servers {
+            for t in &s.tools {
+                let canonical = plumbline_store::canonicalize(t.definition.as_bytes())
+                    .map_err(|e| anyhow::anyhow!("{}: {server}/{}: {e}", path.display(), t.name))?;
+                let digest = plumbline_store::digest(&canonical).to_hex();
+                if digest != t.sha256 {
+                    bail!(
+                        "{}: {server}/{}: sha256 does not match the definition (edited by hand?)",
+                        path.display(),
+                        t.name
+                    );
+                }
+            }
+        }
+        Ok(lock)
+    }
+
+    /// The file's text: deterministic for equal contents.
+    pub fn render(&self) -> Result<String> {
+        let mut sorted = self.clone();
+        for s in sorted.servers.values_mut() {
+            s.tools.sort();
+        }
+        let body = toml::to_string(&sorted).context("writing the lock file")?;
+        Ok(format!("{HEADER}{body}"))
+    }
+
+    /// Writes atomically: a reader never sees half a lock file.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = self.render()?;
+        let tmp = path.with_extension("lock.tmp");
+        std::fs::write(&tmp, &text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_tools_give_the_same_bytes_whatever_the_key_order() {
+        let a = LockedTool::from_raw(
+            "t",
+            br#"{"name":"t","description":"D","inputSchema":{"type":"object"}}"#,
+        )
+        .unwrap();
+        let b = LockedTool::from_raw(
+            "t",
+            br#"{ "inputSchema": {"type":"object"}, "description": "D", "name": "t" }"#,
+        )
+        .unwrap();
+        assert_eq!(a, b);
+        let mut lock = LockFile::new();
+        lock.servers.insert(
+            "s".into(),
+            LockedServer {
+                identity: "{}".into(),
+                tools: vec![LockedTool::from_raw("z", br#"{"name":"z"}"#).unwrap(), a],
+            },
+        );
+        let text = lock.render().unwrap();
+        let mut reordered = lock.clone();
+        reordered.servers.get_mut("s").unwrap().tools.reverse();
+        assert_eq!(reordered.render().unwrap(), text);
+        // Round trip, byte for byte.
+        let parsed: LockFile = toml::from_str(&text).unwrap();
+        assert_eq!(parsed.render().unwrap(), text);
+    }
+}
