@@ -18,13 +18,13 @@ use crate::exit::Outcome;
 use crate::lock::{phrases_digest, LockFile, LockedServer, LockedTool};
 use crate::observe::{collect, drift_between};
 use crate::render;
-use crate::tools_input;
+use crate::tools_input::{self, RawListing};
 
 /// What one server publishes now, or why that is unknown.
 struct Current {
     server: String,
     identity: serde_json::Value,
-    tools: Result<Vec<(Option<String>, Vec<u8>)>, String>,
+    tools: Result<RawListing, String>,
 }
 
 /// The current tools of `servers` (all available when empty): from saved

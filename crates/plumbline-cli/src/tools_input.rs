@@ -10,12 +10,14 @@ use anyhow::{bail, Context as _, Result};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+/// A listing's elements in order: (name, raw bytes); the name is `None`
+/// for an element that is not a tool object with a string name.
+pub type RawListing = Vec<(Option<String>, Vec<u8>)>;
+
 /// One server's saved tools, raw, in listing order.
 pub struct SavedTools {
     pub server: String,
-    /// (name, raw bytes); the name is `None` for an element that is not a
-    /// tool object with a string name.
-    pub tools: Vec<(Option<String>, Vec<u8>)>,
+    pub tools: RawListing,
 }
 
 #[derive(Deserialize)]
