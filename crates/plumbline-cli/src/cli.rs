@@ -148,8 +148,20 @@ pub struct CheckArgs {
     /// Fail (exit 1) on drift at or above this severity.
     #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, default_value = "high")]
     pub fail_on: Severity,
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    pub format: CheckFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// A report for people.
+    Human,
+    /// The stable JSON wire format (schema: docs/check-output.schema.json).
+    Json,
+    /// SARIF 2.1.0, for code scanning.
+    Sarif,
+    /// A summary for a pull-request comment.
+    Markdown,
 }
 
 #[derive(Debug, Args)]

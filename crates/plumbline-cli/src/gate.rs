@@ -12,7 +12,7 @@ use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{Classifier, Severity};
 use serde::Serialize;
 
-use crate::cli::{CheckArgs, Format, PinArgs};
+use crate::cli::{CheckArgs, CheckFormat, PinArgs};
 use crate::config::{Config, ServerConfig};
 use crate::exit::Outcome;
 use crate::lock::{phrases_digest, LockFile, LockedServer, LockedTool};
@@ -354,7 +354,16 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     let outcome = check_outcome(&results, args.fail_on);
     let mut out = io::stdout().lock();
     match args.format {
-        Format::Json => {
+        CheckFormat::Sarif => {
+            serde_json::to_writer_pretty(&mut out, &crate::report::sarif(&results, &args.lock))?;
+            writeln!(out)?;
+        }
+        CheckFormat::Markdown => {
+            out.write_all(
+                crate::report::markdown(&results, outcome, args.fail_on, &args.lock).as_bytes(),
+            )?;
+        }
+        CheckFormat::Json => {
             serde_json::to_writer(
                 &mut out,
                 &serde_json::json!({
@@ -367,7 +376,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             )?;
             writeln!(out)?;
         }
-        Format::Human => {
+        CheckFormat::Human => {
             for r in &results {
                 let name = for_terminal(&r.server, false);
                 match (&r.drift, &r.error) {

@@ -12,6 +12,7 @@ mod gate;
 mod lock;
 mod observe;
 mod render;
+mod report;
 mod timefmt;
 mod tools_input;
 

@@ -213,3 +213,145 @@ fn live_check_against_a_server_and_an_unreachable_one() {
         text(&o)
     );
 }
+
+fn schema(path: &str) -> jsonschema::Validator {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path);
+    let schema: Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("schema")).expect("schema JSON");
+    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn assert_valid(validator: &jsonschema::Validator, doc: &Value) {
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{doc:#}");
+}
+
+#[test]
+fn sarif_output_validates_against_the_official_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let rug = saved(d, "rug", &[ADD_RUG_PULL]);
+    let o = plumbline(d, &["check", "--tools", &rug, "--format", "sarif"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let sarif: Value = serde_json::from_slice(&o.stdout).expect("SARIF JSON");
+    let validator = schema("testdata/sarif/sarif-schema-2.1.0.json");
+    assert_valid(&validator, &sarif);
+    // The validator does reject what the schema forbids.
+    let mut broken = sarif.clone();
+    broken["runs"][0]["results"][0]["level"] = Value::from("severe");
+    assert!(!validator.is_valid(&broken));
+    let run = &sarif["runs"][0];
+    assert_eq!(run["tool"]["driver"]["rules"].as_array().unwrap().len(), 9);
+    let rules: Vec<&str> = run["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ruleId"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["R02", "R04", "R05"], "{:#}", run["results"]);
+    assert_eq!(run["results"][0]["level"], "error");
+    assert_eq!(
+        run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "plumbline.lock"
+    );
+    // An unavailable server is a notification and a failed execution.
+    let mut lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    lock.push_str("\n[servers.gone]\nidentity = \"{}\"\n");
+    std::fs::write(d.join("plumbline.lock"), lock).unwrap();
+    let o = plumbline(d, &["check", "--tools", &rug, "--format", "sarif"]);
+    assert_eq!(o.status.code(), Some(2));
+    let sarif: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_valid(&validator, &sarif);
+    assert_eq!(
+        sarif["runs"][0]["invocations"][0]["executionSuccessful"],
+        false
+    );
+}
+
+#[test]
+fn json_output_follows_its_documented_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let validator = schema("docs/check-output.schema.json");
+    for after in [
+        &[ADD, ECHO][..],
+        &[ADD_RUG_PULL][..],
+        &[ADD_COSMETIC, ECHO][..],
+    ] {
+        let now = saved(d, "now", after);
+        let o = plumbline(d, &["check", "--tools", &now, "--format", "json"]);
+        let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        assert_valid(&validator, &v);
+    }
+}
+
+#[test]
+fn markdown_summarises_for_a_pull_request_and_escapes_server_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let hostile = r#"{"name":"<img src=x onerror=alert(1)>","description":"Runs. <script>alert(1)</script>"}"#;
+    let now = saved(d, "now", &[ADD_RUG_PULL, hostile]);
+    let o = plumbline(d, &["check", "--tools", &now, "--format", "markdown"]);
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        md.starts_with("## Plumbline check: ❌ failed: drift at or above HIGH"),
+        "{md}"
+    );
+    assert!(
+        md.contains("<details><summary>shop: CRITICAL</summary>"),
+        "{md}"
+    );
+    assert!(!md.contains("<script>") && !md.contains("<img"), "{md}");
+}
+
+#[test]
+fn live_gate_against_the_rmcp_test_server() {
+    let server = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
+    assert!(
+        server.exists(),
+        "run the workspace tests (scripts/test), which build plumbline-test-server"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.shop]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--phases\", \"phases.json\"]\n\n[servers.down]\ntransport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+            server.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let phase = |tools: &[&str]| {
+        std::fs::write(d.join("phases.json"), format!("[[{}]]", tools.join(","))).unwrap()
+    };
+    phase(&[ADD, ECHO]);
+    let o = plumbline(d, &["pin", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    phase(&[ADD_COSMETIC, ECHO]);
+    let o = plumbline(d, &["check", "--fail-on", "low"]);
+    assert_eq!(o.status.code(), Some(0), "cosmetic edit: {}", text(&o));
+    phase(&[ADD_RUG_PULL, ECHO]);
+    let o = plumbline(d, &["check"]);
+    assert_eq!(o.status.code(), Some(1), "rug pull: {}", text(&o));
+    // Pin the unreachable server too (from a saved listing), then check it live.
+    let down = saved(d, "down", &[ECHO]);
+    std::fs::rename(
+        Path::new(&down).join("shop.json"),
+        Path::new(&down).join("down.json"),
+    )
+    .unwrap();
+    plumbline(d, &["pin", "--tools", &down]);
+    let o = plumbline(d, &["check", "down"]);
+    assert_eq!(o.status.code(), Some(2), "unreachable: {}", text(&o));
+}

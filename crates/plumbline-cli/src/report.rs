@@ -1,0 +1,227 @@
+//! `check`'s machine and pull-request outputs: SARIF 2.1.0 and Markdown.
+
+use std::path::Path;
+
+use plumbline_drift::Change;
+use plumbline_taxonomy::sanitize::for_terminal;
+use plumbline_taxonomy::{RuleId, Severity};
+use serde_json::{json, Value};
+
+use crate::exit::Outcome;
+use crate::gate::ServerCheck;
+
+/// SARIF levels: HIGH and CRITICAL fail a scan, MEDIUM warns, LOW notes.
+fn level(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Critical | Severity::High => "error",
+        Severity::Medium => "warning",
+        Severity::Low => "note",
+        Severity::None => "none",
+    }
+}
+
+fn rule_index(rule: RuleId) -> usize {
+    RuleId::ALL.iter().position(|r| *r == rule).unwrap_or(0)
+}
+
+fn change_label(change: &Change) -> String {
+    match change {
+        Change::Added => "added".into(),
+        Change::Removed => "removed".into(),
+        Change::Changed => "changed".into(),
+        Change::Unchanged => "unchanged".into(),
+        Change::Renamed { from } => format!("renamed from {from}"),
+    }
+}
+
+/// One SARIF run: every taxonomy rule with its documentation, one result
+/// per fired rule per tool, located in the lock file; servers that could
+/// not be evaluated as tool execution notifications.
+pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
+    let lock_uri = lock.to_string_lossy().replace('\\', "/");
+    let rules: Vec<Value> = RuleId::ALL
+        .iter()
+        .map(|r| {
+            let doc = r.documentation();
+            json!({
+                "id": r.as_str(),
+                "name": r.title().replace(|c: char| !c.is_ascii_alphanumeric(), ""),
+                "shortDescription": {"text": r.title()},
+                "fullDescription": {"text": format!("{} — {}: {}", r.as_str(), r.severity(), r.title())},
+                "help": {"text": doc, "markdown": doc},
+                "defaultConfiguration": {"level": level(r.severity())},
+                "properties": {"severity": r.severity().as_str(), "taxonomy": plumbline_taxonomy::TAXONOMY_VERSION},
+            })
+        })
+        .collect();
+    let mut sarif_results = Vec::new();
+    let mut notifications = Vec::new();
+    for r in results {
+        let Some(drift) = &r.drift else {
+            notifications.push(json!({
+                "level": "error",
+                "message": {"text": format!("{}: could not be evaluated: {}", r.server, r.error.as_deref().unwrap_or("unknown"))},
+            }));
+            continue;
+        };
+        for t in drift.changes() {
+            for rule in &t.classification.rules {
+                let evidence: Vec<String> = t
+                    .classification
+                    .evidence
+                    .iter()
+                    .filter(|e| e.rule == *rule)
+                    .map(|e| format!("{}: {}", e.pointer, e.message()))
+                    .collect();
+                sarif_results.push(json!({
+                    "ruleId": rule.as_str(),
+                    "ruleIndex": rule_index(*rule),
+                    "level": level(rule.severity()),
+                    "message": {"text": format!(
+                        "{}/{} ({}): {}. {}",
+                        r.server, t.name, change_label(&t.change), rule.title(), evidence.join("; ")
+                    )},
+                    "locations": [{
+                        "physicalLocation": {"artifactLocation": {"uri": lock_uri, "index": 0}},
+                        "logicalLocations": [{"name": t.name, "fullyQualifiedName": format!("{}/{}", r.server, t.name), "kind": "function"}],
+                    }],
+                    "partialFingerprints": {"plumbline/server-tool-rule/v1": format!("{}/{}/{}", r.server, t.name, rule.as_str())},
+                    "properties": {
+                        "server": r.server,
+                        "tool": t.name,
+                        "change": change_label(&t.change),
+                        "severity": rule.severity().as_str(),
+                        "evidence": t.classification.evidence.iter().filter(|e| e.rule == *rule).collect::<Vec<_>>(),
+                    },
+                }));
+            }
+        }
+    }
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "plumbline",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/plumbline/plumbline",
+                "rules": rules,
+            }},
+            "artifacts": [{"location": {"uri": lock_uri}}],
+            "invocations": [{
+                "executionSuccessful": notifications.is_empty(),
+                "toolExecutionNotifications": notifications,
+            }],
+            "results": sarif_results,
+        }],
+    })
+}
+
+/// Server text made safe for Markdown: no control or invisible characters
+/// (shown as `\u{…}`), and no character that Markdown or HTML would act on.
+fn md(s: &str) -> String {
+    let mut out = String::new();
+    for c in for_terminal(s, false).chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '|' | '!' | '~' | '>' | '<'
+            | '&' => {
+                out.push_str(&format!("&#{};", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A summary fit for a pull-request comment, evidence collapsed.
+pub fn markdown(
+    results: &[ServerCheck],
+    outcome: Outcome,
+    fail_on: Severity,
+    lock: &Path,
+) -> String {
+    let verdict = match outcome {
+        Outcome::Clean => format!("✅ passed: no drift at or above {fail_on}"),
+        Outcome::ThresholdReached => format!("❌ failed: drift at or above {fail_on}"),
+        Outcome::InputError => "❌ failed: a server could not be evaluated".to_owned(),
+    };
+    let mut s = format!(
+        "## Plumbline check: {verdict}\n\nChecked {} servers against `{}` ({}).\n\n| server | result | changed tools |\n|---|---|---|\n",
+        results.len(),
+        md(&lock.display().to_string()),
+        plumbline_taxonomy::TAXONOMY_VERSION
+    );
+    for r in results {
+        match &r.drift {
+            Some(d) => s.push_str(&format!(
+                "| {} | {} | {} |\n",
+                md(&r.server),
+                d.severity,
+                d.changes().count()
+            )),
+            None => s.push_str(&format!(
+                "| {} | could not be evaluated | |\n",
+                md(&r.server)
+            )),
+        }
+    }
+    for r in results {
+        let Some(d) = &r.drift else {
+            s.push_str(&format!(
+                "\n**{}** could not be evaluated: {}\n",
+                md(&r.server),
+                md(r.error.as_deref().unwrap_or("unknown"))
+            ));
+            continue;
+        };
+        if d.changes().count() == 0 {
+            continue;
+        }
+        s.push_str(&format!(
+            "\n<details><summary>{}: {}</summary>\n\n",
+            md(&r.server),
+            d.severity
+        ));
+        for t in d.changes() {
+            let rules: Vec<&str> = t.classification.rules.iter().map(|r| r.as_str()).collect();
+            s.push_str(&format!(
+                "- **{}** {}: {}{}\n",
+                change_label(&t.change).to_uppercase(),
+                md(&t.name),
+                t.classification.severity,
+                if rules.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", rules.join(", "))
+                }
+            ));
+            for e in &t.classification.evidence {
+                s.push_str(&format!(
+                    "  - {} {}: {}\n",
+                    e.rule,
+                    md(&e.pointer),
+                    md(&e.message())
+                ));
+            }
+        }
+        s.push_str("\n</details>\n");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_escapes_what_markdown_and_html_would_act_on() {
+        assert_eq!(
+            md("<script>alert(1)</script>"),
+            "&#60;script&#62;alert&#40;1&#41;&#60;/script&#62;"
+        );
+        assert_eq!(
+            md("a\u{202e}b *x* `y`"),
+            "a&#92;u{202e}b &#42;x&#42; &#96;y&#96;"
+        );
+    }
+}
