@@ -1,28 +1,12 @@
 //! `plumbline pin` and `plumbline check`: baselines and the CI gate, from
 //! saved listings and against a live MCP server.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
+use common::{plumbline, text};
 use serde_json::Value;
-
-fn plumbline(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("PLUMBLINE_CONFIG")
-        .output()
-        .expect("plumbline runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 const ADD: &str = r#"{"name":"add","description":"Add two numbers and return the sum.","inputSchema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]},"annotations":{"readOnlyHint":true}}"#;
 /// The same tool with its keys in another order and other white space.

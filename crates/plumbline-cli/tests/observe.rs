@@ -2,29 +2,13 @@
 //! observes real MCP server processes (its own demo server) into a real
 //! SQLite file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use common::{plumbline, text};
 use serde_json::Value;
-
-fn plumbline(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("PLUMBLINE_STORE")
-        .env_remove("PLUMBLINE_CONFIG")
-        .output()
-        .expect("plumbline runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// A registry with the demo server at `phase` and, optionally, a server
 /// that cannot start.

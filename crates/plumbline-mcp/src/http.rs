@@ -114,7 +114,7 @@ async fn body(
 }
 
 /// A timeout at `deadline` for a stage that began at `started`.
-fn timeout_error(stage: &'static str, started: Instant, deadline: Instant) -> ListError {
+pub(crate) fn timeout_error(stage: &'static str, started: Instant, deadline: Instant) -> ListError {
     ListErrorKind::Timeout {
         stage,
         after: deadline.saturating_duration_since(started),

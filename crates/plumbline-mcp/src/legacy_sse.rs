@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tokio::time::{timeout_at, Instant};
 
 use crate::error::{excerpt, ListError, ListErrorKind};
-use crate::http::{client, extra_headers, HttpSpec};
+use crate::http::{client, extra_headers, timeout_error, HttpSpec};
 use crate::limits::Limits;
 use crate::listing::{Era, Listing};
 use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport};
@@ -54,7 +54,7 @@ impl SseTransport {
                 .send(),
         )
         .await
-        .map_err(|_| timeout(started, deadline))?
+        .map_err(|_| timeout_error("connect", started, deadline))?
         .map_err(io)?;
         if !stream.status().is_success() {
             return Err(ListErrorKind::Protocol {
@@ -99,7 +99,7 @@ impl SseTransport {
             }
             let chunk = timeout_at(deadline, self.stream.chunk())
                 .await
-                .map_err(|_| timeout_for(stage, started, deadline))?
+                .map_err(|_| timeout_error(stage, started, deadline))?
                 .map_err(io)?;
             let Some(chunk) = chunk else {
                 return Err(ListErrorKind::Exited {
@@ -136,18 +136,6 @@ impl SseTransport {
             .into())
         }
     }
-}
-
-fn timeout(started: Instant, deadline: Instant) -> ListError {
-    timeout_for("connect", started, deadline)
-}
-
-fn timeout_for(stage: &'static str, started: Instant, deadline: Instant) -> ListError {
-    ListErrorKind::Timeout {
-        stage,
-        after: deadline.saturating_duration_since(started),
-    }
-    .into()
 }
 
 impl Transport for SseTransport {

@@ -74,6 +74,11 @@ fn raw_capture() -> Vec<String> {
     let _ = child.kill();
     let _ = child.wait();
 
+    tools_of(&line)
+}
+
+/// The raw tool elements of a `tools/list` reply line.
+fn tools_of(line: &str) -> Vec<String> {
     #[derive(serde::Deserialize)]
     struct Reply<'a> {
         #[serde(borrow)]
@@ -84,7 +89,7 @@ fn raw_capture() -> Vec<String> {
         #[serde(borrow)]
         tools: Vec<&'a RawValue>,
     }
-    let reply: Reply<'_> = serde_json::from_str(&line).expect("tools/list result");
+    let reply: Reply<'_> = serde_json::from_str(line).expect("tools/list result");
     reply
         .result
         .tools
@@ -313,23 +318,7 @@ fn raw_time_capture() -> Vec<String> {
     let _ = child.wait();
     let v: Value = serde_json::from_str(&line).expect("reply");
     assert!(v.get("result").is_some(), "tools/list failed: {line}");
-    #[derive(serde::Deserialize)]
-    struct Reply<'a> {
-        #[serde(borrow)]
-        result: Tools<'a>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Tools<'a> {
-        #[serde(borrow)]
-        tools: Vec<&'a RawValue>,
-    }
-    let reply: Reply<'_> = serde_json::from_str(&line).expect("tools/list result");
-    reply
-        .result
-        .tools
-        .iter()
-        .map(|t| t.get().to_owned())
-        .collect()
+    tools_of(&line)
 }
 
 #[tokio::test]
