@@ -83,8 +83,8 @@ pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use digest::{digest, Digest, DigestParseError};
 pub use error::StoreError;
 pub use model::{
-    NewObservation, Observation, ObservationId, ObservationSummary, Outcome, Problem, ProblemKind,
-    RawTool, Server, ToolEntry, ToolHistoryEntry,
+    AlertId, NewAlert, NewObservation, Observation, ObservationId, ObservationSummary, Outcome,
+    PendingAlert, Problem, ProblemKind, RawTool, Server, ToolEntry, ToolHistoryEntry,
 };
 pub use sqlite::SqliteStore;
 
@@ -139,6 +139,20 @@ pub trait Store {
     /// oldest first. Failed observations are not part of a history. When a
     /// listing holds the name twice, the first is the tool.
     fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError>;
+
+    /// Puts an alert in the outbox, unless one with the same observation,
+    /// channel and key is there already (then `None`): re-examining an
+    /// observation, after a restart say, never alerts twice.
+    fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError>;
+
+    /// Undelivered alerts, oldest first.
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<PendingAlert>, StoreError>;
+
+    /// Marks an alert delivered.
+    fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError>;
+
+    /// Records a failed delivery attempt; the alert stays pending.
+    fn mark_alert_failed(&mut self, id: AlertId, error: &str) -> Result<(), StoreError>;
 }
 
 /// The per-user default store path (see the crate documentation for the

@@ -205,3 +205,37 @@ pub struct ToolHistoryEntry {
     /// observation (a removal); `canonical_digest` is then `None`.
     pub present: bool,
 }
+
+/// The id of an alert in the outbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AlertId(pub i64);
+
+/// An alert to enqueue: what the watcher will deliver on `channel`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewAlert {
+    pub server: String,
+    /// The observation that caused it.
+    pub observation: ObservationId,
+    /// The channel's configured name.
+    pub channel: String,
+    /// What the alert is about within the observation (a tool and its
+    /// change, or `failure` / `recovery`): one alert per key and channel.
+    pub key: String,
+    /// The payload as the channel will send it.
+    pub body: Vec<u8>,
+    pub created_at_ms: i64,
+}
+
+/// An alert not yet delivered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingAlert {
+    pub id: AlertId,
+    pub server: String,
+    pub observation: ObservationId,
+    pub channel: String,
+    pub key: String,
+    pub body: Vec<u8>,
+    pub created_at_ms: i64,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+}

@@ -17,14 +17,17 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::model::{
-    NewObservation, Observation, ObservationId, ObservationSummary, Outcome, Problem, ProblemKind,
-    Server, ToolEntry, ToolHistoryEntry,
+    AlertId, NewAlert, NewObservation, Observation, ObservationId, ObservationSummary, Outcome,
+    PendingAlert, Problem, ProblemKind, Server, ToolEntry, ToolHistoryEntry,
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
 /// The schema migrations, in order: entry `i` takes the schema from
 /// version `i` to version `i + 1`. Append only; never edit a released one.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_alerts.sql"),
+];
 
 /// How long a write waits for another process's write to finish before
 /// failing with "database is locked".
@@ -199,6 +202,24 @@ impl SqliteStore {
             });
         }
         Ok(())
+    }
+
+    fn update_alert(&mut self, sql: &str, args: impl rusqlite::Params) -> Result<(), StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(args))
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: String::new(),
+                what: "an alert",
+                source: Box::new(source),
+            })?;
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(self.corrupt("no such alert"))
+        }
     }
 
     fn read_err(&self, what: impl Into<String>, source: rusqlite::Error) -> StoreError {
@@ -672,6 +693,75 @@ impl Store for SqliteStore {
                     .optional()
             })
             .map_err(|source| self.read_err(format!("raw tool {raw}"), source))
+    }
+
+    fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
+        let server_id = self.server_id(&alert.server)?;
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO alerts (server_id, observation_id, channel, key, body, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (observation_id, channel, key) DO NOTHING",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    server_id,
+                    alert.observation.0,
+                    alert.channel,
+                    alert.key,
+                    alert.body,
+                    alert.created_at_ms
+                ])
+            })
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: alert.server.clone(),
+                what: "an alert",
+                source: Box::new(source),
+            })?;
+        Ok((inserted == 1).then(|| AlertId(self.conn.last_insert_rowid())))
+    }
+
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<PendingAlert>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT a.id, s.name, a.observation_id, a.channel, a.key, a.body,
+                        a.created_at_ms, a.attempts, a.last_error
+                 FROM alerts a JOIN servers s ON s.id = a.server_id
+                 WHERE a.delivered_at_ms IS NULL ORDER BY a.id LIMIT ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([limit], |row| {
+                    Ok(PendingAlert {
+                        id: AlertId(row.get(0)?),
+                        server: row.get(1)?,
+                        observation: ObservationId(row.get(2)?),
+                        channel: row.get(3)?,
+                        key: row.get(4)?,
+                        body: row.get(5)?,
+                        created_at_ms: row.get(6)?,
+                        attempts: row.get(7)?,
+                        last_error: row.get(8)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err("the pending alerts", source))
+    }
+
+    fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {
+        self.update_alert(
+            "UPDATE alerts SET delivered_at_ms = ?2, attempts = attempts + 1, last_error = NULL WHERE id = ?1",
+            params![id.0, at_ms],
+        )
+    }
+
+    fn mark_alert_failed(&mut self, id: AlertId, error: &str) -> Result<(), StoreError> {
+        self.update_alert(
+            "UPDATE alerts SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+            params![id.0, error],
+        )
     }
 
     fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {

@@ -480,3 +480,72 @@ fn observation_ids_are_increasing_per_store() {
     assert!(a < b);
     assert_eq!(b.to_string().parse::<ObservationId>().ok(), Some(b));
 }
+
+#[test]
+fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries() {
+    use plumbline_store::{NewAlert, SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("alerts.db");
+    let observation = {
+        let mut store = SqliteStore::open(&path).expect("open");
+        store
+            .put_server("shop", r#"{"transport":"stdio"}"#)
+            .expect("server");
+        let obs = store
+            .record_observation(&plumbline_store::NewObservation {
+                server: "shop".into(),
+                started_at_ms: 1,
+                finished_at_ms: 2,
+                outcome: plumbline_store::Outcome::Ok,
+                protocol_version: None,
+                server_info: None,
+                capabilities: None,
+                instructions: None,
+                tools: vec![],
+                problems: vec![],
+            })
+            .expect("observation");
+        let alert = |key: &str| NewAlert {
+            server: "shop".into(),
+            observation: obs,
+            channel: "security-webhook".into(),
+            key: key.into(),
+            body: br#"{"tool":"add"}"#.to_vec(),
+            created_at_ms: 3,
+        };
+        let first = store.enqueue_alert(&alert("add changed")).expect("enqueue");
+        assert!(first.is_some());
+        assert_eq!(
+            store.enqueue_alert(&alert("add changed")).expect("again"),
+            None
+        );
+        let second = store
+            .enqueue_alert(&alert("sub added"))
+            .expect("enqueue")
+            .expect("new key");
+        store.mark_alert_failed(second, "HTTP 503").expect("failed");
+        store
+            .mark_alert_delivered(first.unwrap(), 10)
+            .expect("delivered");
+        obs
+    };
+    // A restarted watcher: the same alert is not enqueued again, and the
+    // failed one is still pending with its error.
+    let mut store = SqliteStore::open(&path).expect("reopen");
+    let again = NewAlert {
+        server: "shop".into(),
+        observation,
+        channel: "security-webhook".into(),
+        key: "add changed".into(),
+        body: b"{}".to_vec(),
+        created_at_ms: 20,
+    };
+    assert_eq!(store.enqueue_alert(&again).expect("enqueue"), None);
+    let pending = store.pending_alerts(10).expect("pending");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].key, "sub added");
+    assert_eq!(pending[0].attempts, 1);
+    assert_eq!(pending[0].last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(pending[0].body, br#"{"tool":"add"}"#);
+    store.integrity_check().expect("consistent");
+}
