@@ -244,6 +244,20 @@ pub async fn post_webhook(
         WebhookFormat::Generic => alert.body(),
         WebhookFormat::Slack => alert.slack_body(),
     };
+    post_body(client, url, format, secret, &body, retry).await
+}
+
+/// Posts an already-built payload (as kept in the store's outbox), signed
+/// when `secret` is set and the format is generic, with the same retries.
+pub async fn post_body(
+    client: &reqwest::Client,
+    url: &str,
+    format: WebhookFormat,
+    secret: Option<&[u8]>,
+    body: &[u8],
+    retry: Retry,
+) -> Result<u32, DeliveryError> {
+    let body = body.to_vec();
     let mut backoff = retry.first_backoff;
     let mut last = String::new();
     for attempt in 1..=retry.attempts.max(1) {
@@ -290,6 +304,17 @@ pub async fn run_hook(
     alert: &Alert,
     timeout: Duration,
 ) -> Result<(), DeliveryError> {
+    run_hook_with(command, args, &alert.body(), timeout).await
+}
+
+/// Runs a hook with an already-built payload (as kept in the outbox) on
+/// its stdin; it must exit 0 within `timeout`.
+pub async fn run_hook_with(
+    command: &str,
+    args: &[String],
+    body: &[u8],
+    timeout: Duration,
+) -> Result<(), DeliveryError> {
     use tokio::io::AsyncWriteExt;
     let fail = |message: String| DeliveryError::Hook {
         command: command.to_owned(),
@@ -303,10 +328,13 @@ pub async fn run_hook(
         .spawn()
         .map_err(|e| fail(format!("could not start: {e}")))?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(&alert.body())
-            .await
-            .map_err(|e| fail(e.to_string()))?;
+        // A hook may exit without reading its input; its exit status, not
+        // the closed pipe, says whether it worked.
+        if let Err(e) = stdin.write_all(body).await {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(fail(e.to_string()));
+            }
+        }
     }
     match tokio::time::timeout(timeout, child.wait()).await {
         Ok(Ok(status)) if status.success() => Ok(()),
