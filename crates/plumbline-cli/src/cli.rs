@@ -54,6 +54,8 @@ pub enum Command {
     /// Exit status: 0 when no drift reaches --fail-on; 1 when some does;
     /// 2 when a server could not be evaluated or the lock file is bad.
     Check(CheckArgs),
+    /// Watch the configured servers continuously and send alerts.
+    Watch(WatchArgs),
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
@@ -96,6 +98,22 @@ pub struct ObserveArgs {
     /// as received (for `pin --tools` and `check --tools`).
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "PLUMBLINE_CONFIG",
+        default_value = "plumbline.toml"
+    )]
+    pub config: PathBuf,
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+    /// Observe every server once, deliver pending alerts, and exit.
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

@@ -407,6 +407,8 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
         }
         let config = Config {
             limits: Default::default(),
+            watch: Default::default(),
+            alerts: Vec::new(),
             servers: found
                 .iter()
                 .map(|f| (f.name.clone(), f.config.clone()))

@@ -31,8 +31,72 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     #[serde(default, skip_serializing_if = "LimitsConfig::is_default")]
     pub limits: LimitsConfig,
+    #[serde(default, skip_serializing_if = "WatchConfig::is_default")]
+    pub watch: WatchConfig,
+    /// Where `plumbline watch` sends alerts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertConfig>,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// `[watch]`: how often `plumbline watch` observes each server.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchConfig {
+    /// Seconds between observations of a server (default 300).
+    pub interval_secs: Option<f64>,
+    /// Spread each interval by up to this fraction either way (default 0.1).
+    pub jitter: Option<f64>,
+    /// Servers observed at once (default 16).
+    pub concurrency: Option<usize>,
+    /// A dashboard base URL; alerts link to its change pages.
+    pub dashboard_url: Option<String>,
+}
+
+impl WatchConfig {
+    fn is_default(&self) -> bool {
+        *self == WatchConfig::default()
+    }
+}
+
+/// `[[alerts]]`: one alert channel.
+///
+/// ```toml
+/// [[alerts]]
+/// name = "security"
+/// type = "webhook"          # webhook | slack | jsonl | exec
+/// url = "https://hooks.example.com/plumbline"
+/// secret = "${PLUMBLINE_WEBHOOK_SECRET}"
+/// min_severity = "high"
+/// ```
+// No deny_unknown_fields here: serde cannot combine it with `flatten`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct AlertConfig {
+    pub name: String,
+    #[serde(flatten)]
+    pub channel: ChannelConfig,
+    /// Drift below this is not sent (default "high"); failures and
+    /// recoveries always are.
+    #[serde(default = "default_min_severity")]
+    pub min_severity: String,
+}
+
+fn default_min_severity() -> String {
+    "high".to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ChannelConfig {
+    /// Plumbline's JSON, signed with `secret` (HMAC-SHA256).
+    Webhook { url: String, secret: Option<String> },
+    /// A Slack-compatible incoming webhook.
+    Slack { url: String },
+    /// JSON Lines on standard output.
+    Jsonl,
+    /// A command that reads the alert's JSON on stdin.
+    Exec { command: Vec<String> },
 }
 
 /// `[limits]`: overrides of the client's bounds, all optional.
@@ -217,6 +281,11 @@ pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// [`expand`] from the process environment.
+pub fn expand_env(value: &str) -> Result<String> {
+    expand(value, &env_lookup)
 }
 
 fn env_lookup(name: &str) -> Option<String> {

@@ -1098,6 +1098,8 @@ mod tests {
     fn assert_no_secret_in_toml(found: &[Found]) {
         let config = crate::config::Config {
             limits: Default::default(),
+            watch: Default::default(),
+            alerts: Vec::new(),
             servers: found
                 .iter()
                 .map(|f| (f.name.clone(), f.config.clone()))

@@ -15,6 +15,7 @@ mod render;
 mod report;
 mod timefmt;
 mod tools_input;
+mod watch;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
         Command::DemoServer => demo::serve(),
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),
+        Command::Watch(args) => watch::run(&args),
         Command::Discover(args) => commands::discover(&args),
     };
     match result {

@@ -37,6 +37,17 @@ pub async fn collect(
     limits: Limits,
     concurrency: usize,
 ) -> Result<Vec<Collected>> {
+    collect_with(servers, limits, concurrency, true).await
+}
+
+/// [`collect`], optionally leaving Ctrl-C to the caller (the watcher
+/// handles its signals itself and drops this future to cancel).
+pub async fn collect_with(
+    servers: Vec<(String, ServerConfig)>,
+    limits: Limits,
+    concurrency: usize,
+    interruptible: bool,
+) -> Result<Vec<Collected>> {
     let total = servers.len();
     let gate = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let limits = Arc::new(limits);
@@ -76,7 +87,7 @@ pub async fn collect(
                 Some(Err(e)) => anyhow::bail!("an observation task failed: {e}"),
                 None => break,
             },
-            _ = tokio::signal::ctrl_c() => {
+            _ = tokio::signal::ctrl_c(), if interruptible => {
                 tasks.abort_all();
                 while tasks.join_next().await.is_some() {}
                 anyhow::bail!("interrupted: {} of {total} servers observed, none of the rest recorded", done.len());
