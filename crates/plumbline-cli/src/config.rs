@@ -52,6 +52,9 @@ pub struct WatchConfig {
     pub concurrency: Option<usize>,
     /// A dashboard base URL; alerts link to its change pages.
     pub dashboard_url: Option<String>,
+    /// Where `/healthz` and `/metrics` are served (default
+    /// "127.0.0.1:9464"; "" to serve nothing).
+    pub listen: Option<String>,
 }
 
 impl WatchConfig {

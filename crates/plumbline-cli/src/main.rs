@@ -10,6 +10,7 @@ mod discover;
 mod exit;
 mod gate;
 mod lock;
+mod metrics;
 mod observe;
 mod render;
 mod report;

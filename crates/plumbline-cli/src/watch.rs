@@ -10,6 +10,7 @@
 //! nothing half-written: the store only ever sees whole observations.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
@@ -22,6 +23,7 @@ use tokio::time::Instant;
 use crate::cli::WatchArgs;
 use crate::config::{AlertConfig, ChannelConfig, Config};
 use crate::exit::Outcome;
+use crate::metrics::Metrics;
 use crate::observe::{collect_with, record, Report};
 use crate::timefmt::now_ms;
 
@@ -162,7 +164,12 @@ fn enqueue(store: &mut SqliteStore, config: &Config, reports: &[Report]) -> Resu
 
 /// Delivers what is pending; a failure is recorded and retried on a later
 /// round, never dropped.
-async fn deliver(store: &mut SqliteStore, config: &Config, client: &reqwest::Client) -> Result<()> {
+async fn deliver(
+    store: &mut SqliteStore,
+    config: &Config,
+    client: &reqwest::Client,
+    metrics: &Metrics,
+) -> Result<()> {
     for pending in store.pending_alerts(200)? {
         let Some(channel) = config.alerts.iter().find(|c| c.name == pending.channel) else {
             store.mark_alert_failed(pending.id, "the channel is no longer configured")?;
@@ -210,6 +217,7 @@ async fn deliver(store: &mut SqliteStore, config: &Config, client: &reqwest::Cli
                 None => Ok(()),
             },
         };
+        metrics.delivered(result.is_ok());
         match result {
             Ok(()) => store.mark_alert_delivered(pending.id, now_ms())?,
             Err(e) => store.mark_alert_failed(pending.id, &e.to_string())?,
@@ -236,6 +244,23 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut jitter = Jitter(now_ms() as u64 | 1);
+    let metrics = Arc::new(Metrics::default());
+    // One round has nothing to report over time: --once serves nothing.
+    let listen = config
+        .watch
+        .listen
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1:9464".to_owned());
+    if !args.once && !listen.is_empty() {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("serving /healthz and /metrics on {listen}"))?;
+        eprintln!(
+            "plumbline watch: /healthz and /metrics on http://{}",
+            listener.local_addr()?
+        );
+        crate::metrics::serve(listener, Arc::clone(&metrics));
+    }
     let mut slots: HashMap<String, Slot> = HashMap::new();
     // Carry on from the store: a server observed recently waits out the
     // rest of its interval instead of being observed again at once.
@@ -272,7 +297,16 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
                 _ = terminate.recv() => return Ok(Outcome::Clean),
                 _ = interrupt.recv() => return Ok(Outcome::Clean),
             };
+            for c in &collected {
+                let seconds = (c.finished_at_ms - c.started_at_ms).max(0) as f64 / 1000.0;
+                metrics.observed(c.result.is_ok(), seconds, None);
+            }
             let reports = record(&mut store, &classifier, collected)?;
+            for r in &reports {
+                if let Some(d) = r.drift.as_ref().filter(|d| d.changes().next().is_some()) {
+                    metrics.record_drift(d.severity);
+                }
+            }
             for r in &reports {
                 let slot = slots.entry(r.server.clone()).or_insert(Slot {
                     due: now,
@@ -283,7 +317,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
             }
             enqueue(&mut store, &config, &reports)?;
         }
-        deliver(&mut store, &config, &client).await?;
+        deliver(&mut store, &config, &client, &metrics).await?;
         if args.once {
             return Ok(Outcome::Clean);
         }

@@ -138,3 +138,75 @@ fn a_server_that_goes_down_alerts_once_and_recovers_once() {
         .collect();
     assert_eq!(kinds, ["failure", "recovery"]);
 }
+
+/// `GET path` on 127.0.0.1:`port`: the status code and body, or None while
+/// nothing listens.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+#[test]
+fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let (url, _received) = receiver();
+    config(d, 1, &url);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut toml = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
+    toml = format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\n\n{toml}");
+    std::fs::write(d.join("plumbline.toml"), toml).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(["watch", "--store", "p.db"])
+        .current_dir(d)
+        .env("HOOK_SECRET", "s3cret")
+        .env_remove("PLUMBLINE_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    // Wait for the first round to be counted.
+    let mut metrics = String::new();
+    for _ in 0..400 {
+        if let Some((200, body)) = http_get(port, "/metrics") {
+            if body.contains("plumbline_observations_total{outcome=\"ok\"} 1") {
+                metrics = body;
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!metrics.is_empty(), "no observation counted on /metrics");
+    assert!(
+        metrics.contains("# TYPE plumbline_observation_duration_seconds histogram"),
+        "{metrics}"
+    );
+    assert_eq!(http_get(port, "/healthz").map(|(s, _)| s), Some(200));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let out = child.wait_with_output().expect("watch exits");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // The store is whole: the observation is there and reads back.
+    let log = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
+    assert_eq!(v["servers"][0]["observations"][0]["outcome"], "ok");
+}

@@ -1,0 +1,179 @@
+//! The watcher's `/healthz` and Prometheus `/metrics`, on a loopback
+//! address by default.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use plumbline_taxonomy::Severity;
+
+/// Upper bounds (seconds) of the observation-duration histogram.
+const BUCKETS: [f64; 9] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+/// Counters the watcher updates; read by `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    observations_ok: AtomicU64,
+    observations_failed: AtomicU64,
+    drift: [AtomicU64; 5],
+    alerts_delivered: AtomicU64,
+    alerts_failed: AtomicU64,
+    duration_buckets: [AtomicU64; BUCKETS.len()],
+    duration_count: AtomicU64,
+    duration_sum_ms: AtomicU64,
+}
+
+impl Metrics {
+    pub fn observed(&self, ok: bool, seconds: f64, drift: Option<Severity>) {
+        let counter = if ok {
+            &self.observations_ok
+        } else {
+            &self.observations_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = drift {
+            self.record_drift(s);
+        }
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                self.duration_buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.duration_count.fetch_add(1, Ordering::Relaxed);
+        self.duration_sum_ms
+            .fetch_add((seconds * 1000.0) as u64, Ordering::Relaxed);
+    }
+
+    /// An observation whose drift's worst severity is `s`.
+    pub fn record_drift(&self, s: Severity) {
+        self.drift[s.rank() as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn delivered(&self, ok: bool) {
+        let c = if ok {
+            &self.alerts_delivered
+        } else {
+            &self.alerts_failed
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# HELP plumbline_observations_total Observations by outcome."
+        );
+        let _ = writeln!(s, "# TYPE plumbline_observations_total counter");
+        let _ = writeln!(
+            s,
+            "plumbline_observations_total{{outcome=\"ok\"}} {}",
+            get(&self.observations_ok)
+        );
+        let _ = writeln!(
+            s,
+            "plumbline_observations_total{{outcome=\"failed\"}} {}",
+            get(&self.observations_failed)
+        );
+        let _ = writeln!(
+            s,
+            "# HELP plumbline_drift_total Observations with drift, by worst severity."
+        );
+        let _ = writeln!(s, "# TYPE plumbline_drift_total counter");
+        for sev in Severity::ALL {
+            let _ = writeln!(
+                s,
+                "plumbline_drift_total{{severity=\"{sev}\"}} {}",
+                get(&self.drift[sev.rank() as usize])
+            );
+        }
+        let _ = writeln!(
+            s,
+            "# HELP plumbline_alert_deliveries_total Alert delivery attempts by result."
+        );
+        let _ = writeln!(s, "# TYPE plumbline_alert_deliveries_total counter");
+        let _ = writeln!(
+            s,
+            "plumbline_alert_deliveries_total{{result=\"delivered\"}} {}",
+            get(&self.alerts_delivered)
+        );
+        let _ = writeln!(
+            s,
+            "plumbline_alert_deliveries_total{{result=\"failed\"}} {}",
+            get(&self.alerts_failed)
+        );
+        let _ = writeln!(
+            s,
+            "# HELP plumbline_observation_duration_seconds Time to observe one server."
+        );
+        let _ = writeln!(s, "# TYPE plumbline_observation_duration_seconds histogram");
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "plumbline_observation_duration_seconds_bucket{{le=\"{bound}\"}} {}",
+                get(&self.duration_buckets[i])
+            );
+        }
+        let count = get(&self.duration_count);
+        let _ = writeln!(
+            s,
+            "plumbline_observation_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let _ = writeln!(
+            s,
+            "plumbline_observation_duration_seconds_sum {}",
+            get(&self.duration_sum_ms) as f64 / 1000.0
+        );
+        let _ = writeln!(s, "plumbline_observation_duration_seconds_count {count}");
+        s
+    }
+}
+
+/// Serves `/healthz` and `/metrics` on `listener` until the runtime stops.
+pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = Arc::clone(&metrics);
+                async move {
+                    (
+                        [("content-type", "text/plain; version=0.0.4")],
+                        metrics.render(),
+                    )
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_a_cumulative_histogram() {
+        let m = Metrics::default();
+        m.observed(true, 0.3, Some(Severity::Critical));
+        m.observed(false, 12.0, None);
+        m.delivered(true);
+        let text = m.render();
+        assert!(
+            text.contains("plumbline_observations_total{outcome=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("plumbline_observations_total{outcome=\"failed\"} 1"));
+        assert!(text.contains("plumbline_drift_total{severity=\"CRITICAL\"} 1"));
+        assert!(text.contains("plumbline_observation_duration_seconds_bucket{le=\"0.5\"} 1"));
+        assert!(text.contains("plumbline_observation_duration_seconds_bucket{le=\"30\"} 2"));
+        assert!(text.contains("plumbline_observation_duration_seconds_count 2"));
+        assert!(text.contains("plumbline_alert_deliveries_total{result=\"delivered\"} 1"));
+    }
+}
