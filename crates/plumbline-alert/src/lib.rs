@@ -7,8 +7,8 @@
 //!   the exact body bytes with a shared secret, so a receiver can verify
 //!   who sent it and that it was not altered.
 //! - Channels: a generic webhook (signed JSON, retried with backoff), a
-//!   Slack-compatible incoming webhook, JSON Lines, and a command hook that
-//!   reads the JSON on stdin.
+//!   Slack-compatible incoming webhook, and a command hook that reads the
+//!   JSON on stdin; the JSON body also serves as a JSON Lines record.
 //!
 //! Delivery that still fails after its retries is returned as an error so
 //! the caller can keep the alert and retry later: nothing is dropped here.
@@ -342,11 +342,6 @@ pub async fn run_hook_with(
         Ok(Err(e)) => Err(fail(e.to_string())),
         Err(_) => Err(fail(format!("did not finish within {:?}", timeout))),
     }
-}
-
-/// One JSON Lines record for stdout.
-pub fn jsonl(alert: &Alert) -> String {
-    String::from_utf8(alert.body()).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -86,21 +86,21 @@ pub fn for_each_string_at<'a>(
     walk(root, &mut prefix, f);
 }
 
-/// The human-readable string fields of `tool`, keyed by pointer.
-pub fn human_readable_fields(tool: &Value) -> Vec<(String, &str)> {
-    let mut out = Vec::new();
-    for_each_string(tool, &mut |path, text| {
-        if is_human_readable(path) {
-            out.push((pointer_of(path), text));
-        }
-    });
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::json::parse;
+
+    /// The human-readable string fields of `tool`, with their pointers.
+    fn human_readable_fields(tool: &Value) -> Vec<(String, &str)> {
+        let mut out = Vec::new();
+        for_each_string(tool, &mut |path, text| {
+            if is_human_readable(path) {
+                out.push((pointer_of(path), text));
+            }
+        });
+        out
+    }
 
     #[test]
     fn human_readable_paths_follow_c6() {
