@@ -10,7 +10,7 @@ use plumbline_taxonomy::{Classification, Classifier, PhraseList, RuleId, Severit
 use serde::Serialize;
 
 use crate::cli::{ClassifyArgs, Format};
-use crate::exit::Outcome;
+use crate::exit::{threshold, Outcome};
 use crate::render;
 
 pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
@@ -37,13 +37,6 @@ pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
     }
     out.flush()?;
     Ok(threshold(classification.severity, args.fail_on))
-}
-
-fn threshold(severity: Severity, fail_on: Option<Severity>) -> Outcome {
-    match fail_on {
-        Some(limit) if severity >= limit => Outcome::ThresholdReached,
-        _ => Outcome::Clean,
-    }
 }
 
 fn load_classifier(imperatives: Option<&Path>) -> Result<Classifier> {

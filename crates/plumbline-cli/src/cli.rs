@@ -67,8 +67,22 @@ pub struct StoreArg {
     /// The store file (default: $PLUMBLINE_STORE, else
     /// $XDG_DATA_HOME/plumbline/plumbline.db, else
     /// ~/.local/share/plumbline/plumbline.db).
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[arg(id = "store", long = "store", value_name = "PATH")]
+    pub path: Option<PathBuf>,
+}
+
+/// The server registry.
+#[derive(Debug, Args)]
+pub struct ConfigArg {
+    /// The server registry.
+    #[arg(
+        id = "config",
+        long = "config",
+        value_name = "PATH",
+        env = "PLUMBLINE_CONFIG",
+        default_value = "plumbline.toml"
+    )]
+    pub path: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -76,16 +90,10 @@ pub struct ObserveArgs {
     /// Servers to observe (default: every configured server).
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
-    /// The server registry.
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "PLUMBLINE_CONFIG",
-        default_value = "plumbline.toml"
-    )]
-    pub config: PathBuf,
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub store: StoreArg,
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Exit with status 1 when any drift is at or above this severity.
@@ -102,15 +110,10 @@ pub struct ObserveArgs {
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "PLUMBLINE_CONFIG",
-        default_value = "plumbline.toml"
-    )]
-    pub config: PathBuf,
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub store: StoreArg,
     /// Observe every server once, deliver pending alerts, and exit.
     #[arg(long)]
     pub once: bool,
@@ -128,13 +131,8 @@ pub struct PinArgs {
     /// instead of observing the servers.
     #[arg(long, value_name = "PATH")]
     pub tools: Option<PathBuf>,
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "PLUMBLINE_CONFIG",
-        default_value = "plumbline.toml"
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// Re-pin chosen tools of one server: `pin --update SERVER [TOOL...]`.
     #[arg(long)]
     pub update: bool,
@@ -156,13 +154,8 @@ pub struct CheckArgs {
     /// Saved tools/list results instead of observing the servers.
     #[arg(long, value_name = "PATH")]
     pub tools: Option<PathBuf>,
-    #[arg(
-        long,
-        value_name = "PATH",
-        env = "PLUMBLINE_CONFIG",
-        default_value = "plumbline.toml"
-    )]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigArg,
     /// Fail (exit 1) on drift at or above this severity.
     #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, default_value = "high")]
     pub fail_on: Severity,
@@ -186,8 +179,8 @@ pub enum CheckFormat {
 pub struct LogArgs {
     /// One server (default: all).
     pub server: Option<String>,
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// At most this many observations per server.
@@ -204,8 +197,8 @@ pub struct DiffArgs {
     /// The newer observation (default: the latest successful one).
     #[arg(long, value_name = "OBS")]
     pub to: Option<i64>,
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
@@ -222,8 +215,8 @@ pub struct ShowArgs {
     /// The bytes exactly as the server sent them, instead of formatted JSON.
     #[arg(long)]
     pub raw: bool,
-    #[arg(long, value_name = "PATH")]
-    pub store: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 #[derive(Debug, Args)]
@@ -316,4 +309,17 @@ fn parse_severity(s: &str) -> Result<Severity, String> {
 fn parse_rule(s: &str) -> Result<RuleId, String> {
     s.parse()
         .map_err(|e: plumbline_taxonomy::severity::UnknownRule| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (unique ids, valid defaults) over
+    /// every subcommand, which otherwise only fail when a user runs one.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }

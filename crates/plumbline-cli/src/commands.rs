@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cli::{DiffArgs, Format, LogArgs, ObserveArgs, ShowArgs};
 use crate::config::{Config, ServerConfig};
-use crate::exit::Outcome;
+use crate::exit::{threshold, Outcome};
 use crate::observe::{collect, drift_between, record, stored_tools, Report};
 use crate::render;
 use crate::timefmt::utc;
@@ -26,19 +26,13 @@ pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
     SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+/// The async runtime the commands that talk to servers run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")
-}
-
-fn threshold(severity: Severity, fail_on: Option<Severity>) -> Outcome {
-    match fail_on {
-        Some(limit) if severity >= limit => Outcome::ThresholdReached,
-        _ => Outcome::Clean,
-    }
 }
 
 /// Observes, records and reports; returns the run's outcome.
@@ -91,14 +85,14 @@ fn outcome_of(reports: &[Report], fail_on: Option<Severity>) -> Outcome {
 }
 
 pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
-    let config = Config::load(&args.config)?;
+    let config = Config::load(&args.config.path)?;
     let servers: Vec<(String, ServerConfig)> = config
         .select(&args.servers)?
         .into_iter()
         .map(|(n, c)| (n.to_owned(), c.clone()))
         .collect();
     let limits = config.limits.limits()?;
-    let mut store = open_store(args.store.as_deref())?;
+    let mut store = open_store(args.store.path.as_deref())?;
     observe_servers(
         servers,
         limits,
@@ -125,7 +119,7 @@ struct LogRow {
 }
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
-    let store = open_store(args.store.as_deref())?;
+    let store = open_store(args.store.path.as_deref())?;
     let classifier = Classifier::default();
     let servers: Vec<String> = match &args.server {
         Some(s) => vec![s.clone()],
@@ -231,7 +225,7 @@ fn observation_of(
 }
 
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
-    let store = open_store(args.store.as_deref())?;
+    let store = open_store(args.store.path.as_deref())?;
     let to = match args.to {
         Some(id) => observation_of(&store, &args.server, id)?.summary.id,
         None => {
@@ -286,7 +280,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
 }
 
 pub fn show(args: &ShowArgs) -> Result<Outcome> {
-    let store = open_store(args.store.as_deref())?;
+    let store = open_store(args.store.path.as_deref())?;
     let obs = match args.at {
         Some(id) => observation_of(&store, &args.server, id)?,
         None => {

@@ -25,6 +25,17 @@ impl Outcome {
     }
 }
 
+/// Whether a result of `severity` reaches `--fail-on` (none given: never).
+pub fn threshold(
+    severity: plumbline_taxonomy::Severity,
+    fail_on: Option<plumbline_taxonomy::Severity>,
+) -> Outcome {
+    match fail_on {
+        Some(limit) if severity >= limit => Outcome::ThresholdReached,
+        _ => Outcome::Clean,
+    }
+}
+
 /// 0 clean, 1 threshold reached, 2 input error.
 pub fn code(outcome: Outcome) -> u8 {
     match outcome {

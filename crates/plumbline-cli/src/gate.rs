@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use plumbline_drift::Drift;
 use plumbline_taxonomy::json::{Object, Value};
 use plumbline_taxonomy::sanitize::for_terminal;
@@ -71,11 +71,7 @@ fn current(tools: Option<&Path>, config: &Path, servers: &[String]) -> Result<Ve
         }
     }
     let limits = config.limits.limits()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::commands::runtime()?;
     let collected = runtime.block_on(collect(chosen, limits, 8))?;
     let mut out: Vec<Current> = collected
         .into_iter()
@@ -135,7 +131,7 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
     } else {
         (args.servers.clone(), Vec::new())
     };
-    let currents = current(args.tools.as_deref(), &args.config, &servers)?;
+    let currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
     if currents.is_empty() {
         bail!("no servers to pin: configure them in plumbline.toml, or pass --tools");
     }
@@ -283,7 +279,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     } else {
         args.servers.clone()
     };
-    let mut currents = current(args.tools.as_deref(), &args.config, &servers)?;
+    let mut currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
     let classifier = Classifier::default();
     let mut results = Vec::new();
     for server in &servers {

@@ -26,16 +26,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn observed(&self, ok: bool, seconds: f64, drift: Option<Severity>) {
+    pub fn observed(&self, ok: bool, seconds: f64) {
         let counter = if ok {
             &self.observations_ok
         } else {
             &self.observations_failed
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(s) = drift {
-            self.record_drift(s);
-        }
         for (i, bound) in BUCKETS.iter().enumerate() {
             if seconds <= *bound {
                 self.duration_buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -161,8 +158,9 @@ mod tests {
     #[test]
     fn renders_counters_and_a_cumulative_histogram() {
         let m = Metrics::default();
-        m.observed(true, 0.3, Some(Severity::Critical));
-        m.observed(false, 12.0, None);
+        m.observed(true, 0.3);
+        m.record_drift(Severity::Critical);
+        m.observed(false, 12.0);
         m.delivered(true);
         let text = m.render();
         assert!(

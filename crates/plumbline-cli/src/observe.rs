@@ -129,6 +129,16 @@ pub fn stored_tools(store: &SqliteStore, id: ObservationId) -> Result<Vec<(Strin
     Ok(tools)
 }
 
+/// A listing's named tools, parsed; malformed ones are left out, as
+/// [`stored_tools`] leaves them out.
+fn parsed_tools(listing: &Listing) -> Vec<(String, Value)> {
+    listing
+        .tools
+        .iter()
+        .filter_map(|t| Some((t.name.clone()?, parse_tool(&t.raw).ok()?)))
+        .collect()
+}
+
 fn view(list: &[(String, Value)]) -> Vec<Tool<'_>> {
     list.iter()
         .map(|(name, definition)| Tool { name, definition })
@@ -178,24 +188,28 @@ pub fn record(
     let mut reports = Vec::new();
     for c in collected {
         store.put_server(&c.server, &c.identity.to_string())?;
+        let error = c.result.as_ref().err().cloned();
+        // The listing's tools, parsed now for the drift: reading them back
+        // from the store would parse the same bytes a second time.
+        let parsed = c.result.as_ref().ok().map(parsed_tools);
         let (outcome, tools, protocol_version, server_info, capabilities, instructions) =
-            match &c.result {
+            match c.result {
                 Ok(l) => (
                     StoreOutcome::Ok,
                     l.tools
-                        .iter()
+                        .into_iter()
                         .map(|t| RawTool {
-                            name: t.name.clone(),
-                            raw: t.raw.clone(),
+                            name: t.name,
+                            raw: t.raw,
                         })
                         .collect(),
-                    Some(l.protocol_version.clone()),
-                    l.server_info.clone(),
-                    l.capabilities.clone(),
-                    l.instructions.clone(),
+                    Some(l.protocol_version),
+                    l.server_info,
+                    l.capabilities,
+                    l.instructions,
                 ),
                 Err(e) => (
-                    StoreOutcome::Failed { error: e.clone() },
+                    StoreOutcome::Failed { error: e },
                     Vec::new(),
                     None,
                     None,
@@ -219,16 +233,15 @@ pub fn record(
         let mut report = Report {
             server: c.server.clone(),
             observation: id.0,
-            outcome: if c.result.is_ok() { "ok" } else { "failed" },
-            error: c.result.as_ref().err().cloned(),
+            outcome: if error.is_none() { "ok" } else { "failed" },
+            error,
             tools: tool_count,
             baseline: None,
             drift: None,
         };
-        if c.result.is_ok() {
+        if let Some(new) = parsed {
             if let Some(prev) = store.latest_successful(&c.server, Some(id))? {
                 let old = stored_tools(store, prev.id)?;
-                let new = stored_tools(store, id)?;
                 report.baseline = Some(prev.id.0);
                 report.drift = Some(drift_between(classifier, &old, &new));
             }

@@ -227,17 +227,12 @@ async fn deliver(
 }
 
 pub fn run(args: &WatchArgs) -> Result<Outcome> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(watch(args))
+    crate::commands::runtime()?.block_on(watch(args))
 }
 
 async fn watch(args: &WatchArgs) -> Result<Outcome> {
-    let mut config = Config::load(&args.config)?;
-    let mut store = crate::commands::open_store(args.store.as_deref())?;
+    let mut config = Config::load(&args.config.path)?;
+    let mut store = crate::commands::open_store(args.store.path.as_deref())?;
     let classifier = Classifier::default();
     let client = plumbline_alert::client().context("building the HTTP client")?;
     let mut hangup = signal(SignalKind::hangup())?;
@@ -299,7 +294,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
             };
             for c in &collected {
                 let seconds = (c.finished_at_ms - c.started_at_ms).max(0) as f64 / 1000.0;
-                metrics.observed(c.result.is_ok(), seconds, None);
+                metrics.observed(c.result.is_ok(), seconds);
             }
             let reports = record(&mut store, &classifier, collected)?;
             for r in &reports {
@@ -330,14 +325,14 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
             _ = hangup.recv() => {
-                match Config::load(&args.config) {
+                match Config::load(&args.config.path) {
                     Ok(c) => {
                         for name in c.servers.keys() {
                             slots.entry(name.clone()).or_insert(Slot { due: Instant::now(), failures: 0 });
                         }
                         slots.retain(|n, _| c.servers.contains_key(n));
                         config = c;
-                        eprintln!("plumbline watch: reloaded {}", args.config.display());
+                        eprintln!("plumbline watch: reloaded {}", args.config.path.display());
                     }
                     Err(e) => eprintln!("plumbline watch: keeping the old configuration: {e:#}"),
                 }
