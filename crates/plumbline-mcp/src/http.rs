@@ -5,6 +5,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Once};
 
+use tokio::sync::Notify;
+
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{json, Value};
@@ -68,7 +70,7 @@ pub(crate) fn extra_headers(spec: &HttpSpec) -> Result<HeaderMap, ListError> {
     Ok(map)
 }
 
-struct HttpTransport {
+pub(crate) struct HttpTransport {
     client: Client,
     url: String,
     headers: HeaderMap,
@@ -76,7 +78,7 @@ struct HttpTransport {
     version: Option<String>,
     era: Era,
     next_id: u64,
-    list_changed: Arc<AtomicBool>,
+    heard: Arc<Heard>,
     stream: Option<tokio::task::JoinHandle<()>>,
     max: usize,
 }
@@ -123,7 +125,7 @@ pub(crate) fn timeout_error(stage: &'static str, started: Instant, deadline: Ins
 }
 
 impl HttpTransport {
-    fn new(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
+    pub(crate) fn new(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
         Ok(HttpTransport {
             client: client(limits)?,
             url: spec.url.clone(),
@@ -132,7 +134,7 @@ impl HttpTransport {
             version: None,
             era: Era::Session,
             next_id: 0,
-            list_changed: Arc::new(AtomicBool::new(false)),
+            heard: Arc::default(),
             stream: None,
             max: limits.max_message_bytes,
         })
@@ -171,7 +173,7 @@ impl HttpTransport {
             Inbound::Response { .. } => Ok(None),
             Inbound::Notification { method: m } => {
                 if m == "notifications/tools/list_changed" {
-                    self.list_changed.store(true, Ordering::SeqCst);
+                    self.heard.list_changed();
                 }
                 Ok(None)
             }
@@ -184,7 +186,7 @@ impl HttpTransport {
         }
     }
 
-    async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         if let Some(task) = self.stream.take() {
             task.abort();
         }
@@ -241,7 +243,7 @@ impl HttpTransport {
         if !resp.status().is_success() || !is_sse {
             return Ok(());
         }
-        let flag = Arc::clone(&self.list_changed);
+        let flag = Arc::clone(&self.heard);
         let max = self.max;
         let (acked, ack) = oneshot::channel();
         let need_ack = era == Era::Stateless;
@@ -259,9 +261,36 @@ impl HttpTransport {
     }
 }
 
+/// What the notification stream has told the transport.
+#[derive(Default)]
+struct Heard {
+    list_changed: AtomicBool,
+    /// The stream ended: from now on nothing more will be heard.
+    closed: AtomicBool,
+    wake: Notify,
+}
+
+impl Heard {
+    fn list_changed(&self) {
+        self.list_changed.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
+}
+
 async fn read_notifications(
+    resp: Response,
+    flag: Arc<Heard>,
+    max: usize,
+    acked: Option<oneshot::Sender<()>>,
+) {
+    read_stream(resp, &flag, max, acked).await;
+    flag.closed.store(true, Ordering::SeqCst);
+    flag.wake.notify_one();
+}
+
+async fn read_stream(
     mut resp: Response,
-    flag: Arc<AtomicBool>,
+    flag: &Heard,
     max: usize,
     mut acked: Option<oneshot::Sender<()>>,
 ) {
@@ -276,7 +305,7 @@ async fn read_notifications(
             }
             if let Ok(Inbound::Notification { method }) = parse_inbound(&ev.data, "notifications") {
                 match method.as_str() {
-                    "notifications/tools/list_changed" => flag.store(true, Ordering::SeqCst),
+                    "notifications/tools/list_changed" => flag.list_changed(),
                     "notifications/subscriptions/acknowledged" => {
                         if let Some(tx) = acked.take() {
                             let _ = tx.send(());
@@ -401,7 +430,7 @@ impl Transport for HttpTransport {
     }
 
     fn take_list_changed(&mut self) -> bool {
-        self.list_changed.swap(false, Ordering::SeqCst)
+        self.heard.list_changed.swap(false, Ordering::SeqCst)
     }
 
     fn negotiated(&mut self, era: Era, version: &str) {
@@ -411,5 +440,28 @@ impl Transport for HttpTransport {
 
     async fn ready_to_list(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
         self.open_stream(era, deadline).await
+    }
+
+    /// Only with a notification stream open (a server may offer none).
+    fn hears_notifications(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    async fn wait_list_changed(&mut self) -> Result<(), ListError> {
+        loop {
+            if self.take_list_changed() {
+                return Ok(());
+            }
+            if self.stream.is_none() || self.heard.closed.load(Ordering::SeqCst) {
+                return Err(ListErrorKind::Exited {
+                    stage: "waiting for list_changed",
+                    status: "the notification stream closed".to_owned(),
+                }
+                .into());
+            }
+            // A wake-up stored before this await is not lost (notify_one
+            // keeps a permit), so nothing between the checks and here is.
+            self.heard.wake.notified().await;
+        }
     }
 }

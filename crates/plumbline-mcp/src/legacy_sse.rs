@@ -11,7 +11,7 @@ use crate::error::{excerpt, ListError, ListErrorKind};
 use crate::http::{client, extra_headers, timeout_error, HttpSpec};
 use crate::limits::Limits;
 use crate::listing::{Era, Listing};
-use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport};
+use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport, FOREVER};
 use crate::sse;
 
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
@@ -20,7 +20,7 @@ pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listi
     // Dropping the transport closes the stream, which ends the session.
 }
 
-struct SseTransport {
+pub(crate) struct SseTransport {
     client: Client,
     headers: HeaderMap,
     endpoint: Url,
@@ -36,7 +36,7 @@ fn io(e: reqwest::Error) -> ListError {
 }
 
 impl SseTransport {
-    async fn connect(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
+    pub(crate) async fn connect(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
         let client = client(limits)?;
         let headers = extra_headers(spec)?;
         let base = Url::parse(&spec.url).map_err(|e| ListErrorKind::Protocol {
@@ -138,6 +138,35 @@ impl SseTransport {
     }
 }
 
+impl SseTransport {
+    /// Reads and handles one event: a response is returned, a request
+    /// from the server answered, a notification noted.
+    async fn pump(
+        &mut self,
+        stage: &'static str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Option<(Value, Reply)>, ListError> {
+        let ev = self.next_event(stage, started, deadline).await?;
+        if ev.event != "message" || ev.data.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        match parse_inbound(&ev.data, stage)? {
+            Inbound::Response { id, reply } => Ok(Some((id, reply))),
+            Inbound::Notification { method: m } => {
+                if m == "notifications/tools/list_changed" {
+                    self.list_changed = true;
+                }
+                Ok(None)
+            }
+            Inbound::Request { id: rid, method: m } => {
+                self.post(&answer_to(rid, &m), stage).await?;
+                Ok(None)
+            }
+        }
+    }
+}
+
 impl Transport for SseTransport {
     async fn request(
         &mut self,
@@ -154,21 +183,9 @@ impl Transport for SseTransport {
         )
         .await?;
         loop {
-            let ev = self.next_event(method, started, deadline).await?;
-            if ev.event != "message" || ev.data.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match parse_inbound(&ev.data, method)? {
-                Inbound::Response { id: rid, reply } if rid == json!(id) => return Ok(reply),
-                Inbound::Response { .. } => {}
-                Inbound::Notification { method: m } => {
-                    if m == "notifications/tools/list_changed" {
-                        self.list_changed = true;
-                    }
-                }
-                Inbound::Request { id: rid, method: m } => {
-                    self.post(&answer_to(rid, &m), method).await?;
-                }
+            match self.pump(method, started, deadline).await? {
+                Some((rid, reply)) if rid == json!(id) => return Ok(reply),
+                _ => continue,
             }
         }
     }
@@ -194,5 +211,19 @@ impl Transport for SseTransport {
 
     fn may_be_stateless(&self) -> bool {
         false
+    }
+
+    fn hears_notifications(&self) -> bool {
+        true
+    }
+
+    async fn wait_list_changed(&mut self) -> Result<(), ListError> {
+        let started = Instant::now();
+        let never = started + FOREVER;
+        while !std::mem::take(&mut self.list_changed) {
+            self.pump("waiting for list_changed", started, never)
+                .await?;
+        }
+        Ok(())
     }
 }

@@ -7,7 +7,9 @@
 //! count and pages, and no caching. So the protocol logic here is our own
 //! and small; `rmcp` appears only in tests, as an independent server.
 //!
-//! Entry point: [`list_tools`] with a [`ServerSpec`] and [`Limits`].
+//! Entry points: [`list_tools`] with a [`ServerSpec`] and [`Limits`] for
+//! one listing; [`Session`] to keep a connection open and hear
+//! `notifications/tools/list_changed` between listings.
 
 mod error;
 mod framing;
@@ -16,6 +18,7 @@ mod legacy_sse;
 mod limits;
 mod listing;
 mod protocol;
+mod session;
 mod sse;
 mod stdio;
 
@@ -23,6 +26,7 @@ pub use error::ListError;
 pub use http::HttpSpec;
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
+pub use session::Session;
 pub use stdio::StdioSpec;
 
 /// How to reach a server.

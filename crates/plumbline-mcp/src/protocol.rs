@@ -17,6 +17,11 @@ pub(crate) const SESSION_VERSION: &str = "2025-11-25";
 /// The stateless era's version.
 pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
 
+/// A deadline that never comes: waiting for a notification has no end
+/// other than the notification, the connection closing, or the caller
+/// giving up.
+pub(crate) const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct RpcError {
@@ -129,6 +134,14 @@ pub(crate) trait Transport {
     fn may_be_stateless(&self) -> bool {
         true
     }
+    /// Whether a `list_changed` can reach us between requests.
+    fn hears_notifications(&self) -> bool;
+    /// Waits for `notifications/tools/list_changed`, answering the server's
+    /// requests meanwhile. Returns at once if one arrived since the last
+    /// [`Transport::take_list_changed`]; an error when the connection (or
+    /// the notification stream) ends. Cancel-safe: a caller may drop it at
+    /// any await and call it, or `request`, again.
+    async fn wait_list_changed(&mut self) -> Result<(), ListError>;
 }
 
 /// The capabilities we declare. Servers may list some tools only to
@@ -209,7 +222,7 @@ fn answered(method: &'static str, reply: Reply) -> Result<Box<RawValue>, ListErr
     })
 }
 
-struct Handshake {
+pub(crate) struct Handshake {
     era: Era,
     protocol_version: String,
     server_info: Option<Vec<u8>>,
@@ -374,13 +387,52 @@ fn inspect(raw_tools: Vec<Box<RawValue>>) -> (Vec<ListedTool>, Vec<ListingProble
     (tools, problems)
 }
 
-/// The whole exchange: handshake, then the listing. A `list_changed`
-/// announced during the walk means the list moved under us: walk once more
-/// (only once, so a server that announces forever cannot stall us).
+/// The whole exchange: handshake, then the listing.
 pub(crate) async fn list<T: Transport>(t: &mut T, limits: &Limits) -> Result<Listing, ListError> {
+    let hs = connect(t, limits).await?;
+    relist(t, &hs, limits).await
+}
+
+/// The handshake, and whatever the transport opens to hear notifications.
+pub(crate) async fn connect<T: Transport>(
+    t: &mut T,
+    limits: &Limits,
+) -> Result<Handshake, ListError> {
     let hs = handshake(t, limits).await?;
+    t.ready_to_list(hs.era, Instant::now() + limits.connect_timeout)
+        .await?;
+    Ok(hs)
+}
+
+impl Handshake {
+    /// Whether the server said it announces changes to its tool list.
+    pub(crate) fn announces_list_changed(&self) -> bool {
+        #[derive(Deserialize)]
+        struct Caps {
+            tools: Option<Tools>,
+        }
+        #[derive(Deserialize)]
+        struct Tools {
+            #[serde(rename = "listChanged")]
+            list_changed: Option<bool>,
+        }
+        self.capabilities
+            .as_deref()
+            .and_then(|c| serde_json::from_slice::<Caps>(c).ok())
+            .and_then(|c| c.tools?.list_changed)
+            == Some(true)
+    }
+}
+
+/// One listing on a connected transport. A `list_changed` announced during
+/// the walk means the list moved under us: walk once more (only once, so a
+/// server that announces forever cannot stall us).
+pub(crate) async fn relist<T: Transport>(
+    t: &mut T,
+    hs: &Handshake,
+    limits: &Limits,
+) -> Result<Listing, ListError> {
     let deadline = Instant::now() + limits.list_timeout;
-    t.ready_to_list(hs.era, deadline).await?;
     t.take_list_changed();
     let (mut raw_tools, mut pages) = walk_pages(t, hs.era, limits, deadline).await?;
     let mut relisted = false;
@@ -391,10 +443,10 @@ pub(crate) async fn list<T: Transport>(t: &mut T, limits: &Limits) -> Result<Lis
     let (tools, problems) = inspect(raw_tools);
     Ok(Listing {
         era: hs.era,
-        protocol_version: hs.protocol_version,
-        server_info: hs.server_info,
-        capabilities: hs.capabilities,
-        instructions: hs.instructions,
+        protocol_version: hs.protocol_version.clone(),
+        server_info: hs.server_info.clone(),
+        capabilities: hs.capabilities.clone(),
+        instructions: hs.instructions.clone(),
         tools,
         problems,
         pages,

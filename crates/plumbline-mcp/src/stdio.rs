@@ -18,7 +18,7 @@ use crate::framing::read_line;
 use crate::limits::Limits;
 use crate::listing::Era;
 use crate::listing::Listing;
-use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport};
+use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport, FOREVER};
 
 /// A server started as a local process.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -62,7 +62,7 @@ struct Tail {
     dropped: usize,
 }
 
-struct StdioTransport {
+pub(crate) struct StdioTransport {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -71,13 +71,18 @@ struct StdioTransport {
     guard: GroupGuard,
     next_id: u64,
     list_changed: bool,
+    era: Era,
+    /// A `subscriptions/listen` was acknowledged.
+    subscribed: bool,
+    /// Our `subscriptions/listen` is open: 2026-07-28 notifications come.
+    listening: bool,
     max_message: usize,
     grace: std::time::Duration,
     line: Vec<u8>,
 }
 
 impl StdioTransport {
-    fn spawn(spec: &StdioSpec, limits: &Limits) -> Result<Self, ListError> {
+    pub(crate) fn spawn(spec: &StdioSpec, limits: &Limits) -> Result<Self, ListError> {
         let mut cmd = Command::new(&spec.command);
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -133,6 +138,9 @@ impl StdioTransport {
             guard,
             next_id: 0,
             list_changed: false,
+            era: Era::Session,
+            subscribed: false,
+            listening: false,
             max_message: limits.max_message_bytes,
             grace: limits.shutdown_grace,
             line: Vec::new(),
@@ -169,7 +177,7 @@ impl StdioTransport {
 
     /// Closes stdin, waits, then SIGTERM and SIGKILL to the process group;
     /// always reaps. Returns the end of the server's stderr.
-    async fn shutdown(mut self) -> Option<String> {
+    pub(crate) async fn shutdown(mut self) -> Option<String> {
         drop(self.stdin.take());
         let pgid = self.guard.pgid;
         if timeout(self.grace, self.child.wait()).await.is_err() {
@@ -207,6 +215,58 @@ impl StdioTransport {
     }
 }
 
+impl StdioTransport {
+    /// Reads and handles one message: a response is returned, a request
+    /// from the server answered, a notification noted. Cancel-safe up to
+    /// the answer to a server request (see [`read_line`]).
+    async fn pump(
+        &mut self,
+        stage: &'static str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Option<(Value, Reply)>, ListError> {
+        let read = timeout_at(
+            deadline,
+            read_line(&mut self.stdout, &mut self.line, self.max_message),
+        )
+        .await;
+        match read {
+            Err(_) => {
+                return Err(ListErrorKind::Timeout {
+                    stage,
+                    after: deadline.saturating_duration_since(started),
+                }
+                .into())
+            }
+            Ok(Err(e)) => return Err(ListErrorKind::Io(e).into()),
+            Ok(Ok(Err(limit))) => return Err(ListErrorKind::MessageTooLarge { limit }.into()),
+            Ok(Ok(Ok(false))) => return Err(self.exited(stage).await),
+            Ok(Ok(Ok(true))) => {}
+        }
+        if self.line.iter().all(u8::is_ascii_whitespace) {
+            self.line.clear();
+            return Ok(None);
+        }
+        let parsed = parse_inbound(&self.line, stage);
+        self.line.clear();
+        match parsed? {
+            Inbound::Request { id: rid, method: m } => {
+                self.send(&answer_to(rid, &m), stage).await?;
+                Ok(None)
+            }
+            Inbound::Notification { method: m } => {
+                match m.as_str() {
+                    "notifications/tools/list_changed" => self.list_changed = true,
+                    "notifications/subscriptions/acknowledged" => self.subscribed = true,
+                    _ => {}
+                }
+                Ok(None)
+            }
+            Inbound::Response { id, reply } => Ok(Some((id, reply))),
+        }
+    }
+}
+
 impl Transport for StdioTransport {
     async fn request(
         &mut self,
@@ -217,55 +277,16 @@ impl Transport for StdioTransport {
         self.next_id += 1;
         let id = self.next_id;
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        // A line left half-read by an abandoned wait is finished first by
+        // `pump`; only then does anything new arrive.
         self.send(&message, method).await?;
         let started = Instant::now();
         loop {
-            let mut line = std::mem::take(&mut self.line);
-            let read = timeout_at(
-                deadline,
-                read_line(&mut self.stdout, &mut line, self.max_message),
-            )
-            .await;
-            let outcome = match read {
-                Err(_) => Err(ListErrorKind::Timeout {
-                    stage: method,
-                    after: deadline.saturating_duration_since(started),
-                }
-                .into()),
-                Ok(Err(e)) => Err(ListErrorKind::Io(e).into()),
-                Ok(Ok(Err(limit))) => Err(ListErrorKind::MessageTooLarge { limit }.into()),
-                Ok(Ok(Ok(false))) => Err(self.exited(method).await),
-                Ok(Ok(Ok(true))) => Ok(()),
-            };
-            if let Err(e) = outcome {
-                self.line = line;
-                return Err(e);
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                self.line = line;
-                continue;
-            }
-            let handled = match parse_inbound(&line, method) {
-                Err(e) => Err(e),
-                Ok(Inbound::Request { id: rid, method: m }) => {
-                    self.send(&answer_to(rid, &m), method).await.map(|()| None)
-                }
-                Ok(Inbound::Notification { method: m }) => {
-                    if m == "notifications/tools/list_changed" {
-                        self.list_changed = true;
-                    }
-                    Ok(None)
-                }
-                Ok(Inbound::Response { id: rid, reply }) if rid == json!(id) => Ok(Some(reply)),
+            match self.pump(method, started, deadline).await? {
+                Some((rid, reply)) if rid == json!(id) => return Ok(reply),
                 // An answer to an earlier request (a late reply to a probe
                 // that timed out): not ours any more.
-                Ok(Inbound::Response { .. }) => Ok(None),
-            };
-            self.line = line;
-            match handled {
-                Ok(Some(reply)) => return Ok(reply),
-                Ok(None) => continue,
-                Err(e) => return Err(e),
+                _ => continue,
             }
         }
     }
@@ -279,10 +300,53 @@ impl Transport for StdioTransport {
         std::mem::take(&mut self.list_changed)
     }
 
-    fn negotiated(&mut self, _era: Era, _version: &str) {}
+    fn negotiated(&mut self, era: Era, _version: &str) {
+        self.era = era;
+    }
 
-    /// Notifications share stdout with responses, in order: nothing to open.
-    async fn ready_to_list(&mut self, _era: Era, _deadline: Instant) -> Result<(), ListError> {
+    /// Notifications share stdout with responses, in order. A 2025-era
+    /// server sends them unasked; a 2026-07-28 one only on a
+    /// `subscriptions/listen` request, which stays open (unanswered) for as
+    /// long as we listen and counts from its acknowledgement.
+    async fn ready_to_list(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
+        if era == Era::Session {
+            return Ok(());
+        }
+        self.next_id += 1;
+        let message = json!({
+            "jsonrpc": "2.0",
+            "id": self.next_id,
+            "method": "subscriptions/listen",
+            "params": {"_meta": protocol::stateless_meta(), "notifications": {"toolsListChanged": true}},
+        });
+        self.send(&message, "subscriptions/listen").await?;
+        let started = Instant::now();
+        while !self.subscribed {
+            match self.pump("subscriptions/listen", started, deadline).await {
+                // A server without subscriptions refuses the request: list
+                // anyway, as for an HTTP server without a stream.
+                Ok(Some((id, _))) if id == json!(self.next_id) => return Ok(()),
+                Ok(_) => {}
+                // Not acknowledged in time: listing still works.
+                Err(e) if matches!(e.kind, ListErrorKind::Timeout { .. }) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        self.listening = true;
+        Ok(())
+    }
+
+    fn hears_notifications(&self) -> bool {
+        self.era == Era::Session || self.listening
+    }
+
+    async fn wait_list_changed(&mut self) -> Result<(), ListError> {
+        let started = Instant::now();
+        let never = started + FOREVER;
+        while !std::mem::take(&mut self.list_changed) {
+            self.pump("waiting for list_changed", started, never)
+                .await?;
+        }
         Ok(())
     }
 }
