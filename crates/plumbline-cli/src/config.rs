@@ -55,6 +55,14 @@ pub struct WatchConfig {
     /// Where `/healthz` and `/metrics` are served (default
     /// "127.0.0.1:9464"; "" to serve nothing).
     pub listen: Option<String>,
+    /// After a server announces `list_changed`, wait this long for it to
+    /// settle before listing (default 2; further announcements restart the
+    /// wait, up to ten times this in all).
+    pub debounce_secs: Option<f64>,
+    /// Per-server intervals in seconds, overriding `interval_secs`:
+    /// `[watch.intervals]` then `github = 60`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub intervals: BTreeMap<String, f64>,
 }
 
 impl WatchConfig {

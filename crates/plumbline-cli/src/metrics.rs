@@ -23,6 +23,16 @@ pub struct Metrics {
     duration_buckets: [AtomicU64; BUCKETS.len()],
     duration_count: AtomicU64,
     duration_sum_ms: AtomicU64,
+    sessions_open: AtomicU64,
+}
+
+/// Counts one open session while it lives.
+pub struct OpenSession<'a>(&'a AtomicU64);
+
+impl Drop for OpenSession<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Metrics {
@@ -46,6 +56,12 @@ impl Metrics {
     /// An observation whose drift's worst severity is `s`.
     pub fn record_drift(&self, s: Severity) {
         self.drift[s.rank() as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A session kept open to hear `list_changed`, until the guard drops.
+    pub fn session_open(&self) -> OpenSession<'_> {
+        self.sessions_open.fetch_add(1, Ordering::Relaxed);
+        OpenSession(&self.sessions_open)
     }
 
     pub fn delivered(&self, ok: bool) {
@@ -103,6 +119,12 @@ impl Metrics {
             "plumbline_alert_deliveries_total{{result=\"failed\"}} {}",
             get(&self.alerts_failed)
         );
+        let _ = writeln!(
+            s,
+            "# HELP plumbline_sessions_open Sessions kept open to hear tools/list_changed."
+        );
+        let _ = writeln!(s, "# TYPE plumbline_sessions_open gauge");
+        let _ = writeln!(s, "plumbline_sessions_open {}", get(&self.sessions_open));
         let _ = writeln!(
             s,
             "# HELP plumbline_observation_duration_seconds Time to observe one server."

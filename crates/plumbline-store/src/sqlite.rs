@@ -99,9 +99,23 @@ impl SqliteStore {
         // the file) and saves an fsync per observation. This is also the
         // first statement that reads the file, so a file that is not a
         // SQLite database fails here.
-        let _mode: String = conn
-            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
-            .map_err(open_err)?;
+        //
+        // Switching a new file to WAL takes a lock that the busy handler
+        // does not wait for: when two processes open a new store at once (a
+        // watcher starting while `plumbline log` runs) one is refused, so
+        // retry within the busy timeout.
+        let started = std::time::Instant::now();
+        let _mode: String = loop {
+            match conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other.map_err(open_err)?,
+            }
+        };
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
