@@ -1,5 +1,6 @@
 //! Command-line arguments.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -56,6 +57,12 @@ pub enum Command {
     Check(CheckArgs),
     /// Watch the configured servers continuously and send alerts.
     Watch(WatchArgs),
+    /// Serve the dashboard: every server's drift, each change's evidence,
+    /// reviews and the baseline, as web pages and a JSON API (/api/v1).
+    ///
+    /// Listens on 127.0.0.1:8077 by default. Any other than a loopback
+    /// address needs a token, checked on every request.
+    Serve(ServeArgs),
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
@@ -117,6 +124,27 @@ pub struct WatchArgs {
     /// Observe every server once, deliver pending alerts, and exit.
     #[arg(long)]
     pub once: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// The address to listen on; a non-loopback one needs --token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8077")]
+    pub listen: SocketAddr,
+    /// The token every request must carry (`Authorization: Bearer TOKEN`,
+    /// or open the dashboard once with ?token=TOKEN in a browser).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "PLUMBLINE_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The reviewer name review forms start with (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    pub reviewer: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@ mod metrics;
 mod observe;
 mod render;
 mod report;
+mod serve;
 mod timefmt;
 mod tools_input;
 mod watch;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),
         Command::Watch(args) => watch::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Discover(args) => commands::discover(&args),
     };
     match result {

@@ -74,6 +74,13 @@ pub enum StoreError {
         source: Box<rusqlite::Error>,
     },
 
+    #[error("cannot record a review of tool {tool:?} at observation {observation}: {reason}")]
+    InvalidReview {
+        observation: crate::ObservationId,
+        tool: String,
+        reason: String,
+    },
+
     #[error("the store {path} is inconsistent: {detail}")]
     Corrupt { path: PathBuf, detail: String },
 }

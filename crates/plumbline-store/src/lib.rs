@@ -20,6 +20,11 @@
 //!   digest), the tool set, and problems (malformed tools, duplicate names)
 //!   when there are any. A failed observation has no tool set: it can never
 //!   read as "every tool removed".
+//! - **Reviews and baselines.** A reviewer's verdict on a change (one
+//!   tool's drift at one observation): reviewed, or accepted. A server's
+//!   baseline is the tools of its first successful observation until a
+//!   change is accepted; accepting materialises it, then moves that tool to
+//!   the change's new version, in one transaction.
 //!
 //! # Where
 //!
@@ -83,8 +88,9 @@ pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use digest::{digest, Digest, DigestParseError};
 pub use error::StoreError;
 pub use model::{
-    AlertId, NewAlert, NewObservation, Observation, ObservationId, ObservationSummary, Outcome,
-    PendingAlert, Problem, ProblemKind, RawTool, Server, ToolEntry, ToolHistoryEntry,
+    AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation, NewReview,
+    Observation, ObservationId, ObservationSummary, Outcome, PendingAlert, Problem, ProblemKind,
+    RawTool, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 pub use sqlite::SqliteStore;
 
@@ -153,6 +159,31 @@ pub trait Store {
 
     /// Records a failed delivery attempt; the alert stays pending.
     fn mark_alert_failed(&mut self, id: AlertId, error: &str) -> Result<(), StoreError>;
+
+    /// Marks a change reviewed, replacing any earlier verdict on it. The
+    /// baseline is not touched (an earlier acceptance stays in effect). The
+    /// observation must be a successful one: a failure has no changes.
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError>;
+
+    /// Accepts a change, all or nothing: materialises the server's implicit
+    /// baseline (its first successful observation's tools) if no change was
+    /// accepted before, applies `edits` to it in order, and records the
+    /// verdict as accepted, replacing any earlier one. The observation must
+    /// be a successful one, and every version set must be in the store.
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError>;
+
+    /// Every verdict on the changes of a server's observations, by
+    /// observation, then tool name.
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError>;
+
+    /// The server's baseline: tool name to accepted version, with where
+    /// each came from. `None` when nothing was accepted and the server has
+    /// no successful observation yet.
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
 }
 
 /// The per-user default store path (see the crate documentation for the

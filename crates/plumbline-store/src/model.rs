@@ -2,9 +2,12 @@
 //!
 //! These types are the store's own, independent of the MCP client: the app
 //! layer maps a listing onto [`NewObservation`], and reads come back as
-//! [`ObservationSummary`], [`Observation`] and [`ToolHistoryEntry`]. No SQL
-//! type appears here, so another backend returns the same values.
+//! [`ObservationSummary`], [`Observation`] and [`ToolHistoryEntry`]. A
+//! reviewer's verdict on a change goes in as [`NewReview`] and comes back as
+//! [`Review`]; a server's [`Baseline`] is what its accepted changes add up
+//! to. No SQL type appears here, so another backend returns the same values.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -238,4 +241,104 @@ pub struct PendingAlert {
     pub created_at_ms: i64,
     pub attempts: u32,
     pub last_error: Option<String>,
+}
+
+/// What a reviewer decided about a change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReviewStatus {
+    /// Seen; the baseline stays as it was.
+    Reviewed,
+    /// Accepted: the change's new version is the server's baseline.
+    Accepted,
+}
+
+impl ReviewStatus {
+    /// `"reviewed"` or `"accepted"`, as stored and as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStatus::Reviewed => "reviewed",
+            ReviewStatus::Accepted => "accepted",
+        }
+    }
+
+    /// The status a stored spelling names.
+    pub fn from_stored(s: &str) -> Option<ReviewStatus> {
+        match s {
+            "reviewed" => Some(ReviewStatus::Reviewed),
+            "accepted" => Some(ReviewStatus::Accepted),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ReviewStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reviewer's verdict on one change, to record. A change is named by the
+/// observation it appeared in and the tool's name (for a rename, the new
+/// name; for a removal, the name that went away).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewReview {
+    pub observation: ObservationId,
+    pub tool: String,
+    /// Who decided, as they gave their name.
+    pub reviewer: String,
+    /// When, in Unix milliseconds.
+    pub at_ms: i64,
+    pub note: Option<String>,
+}
+
+/// A recorded verdict on one change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Review {
+    pub observation: ObservationId,
+    pub tool: String,
+    pub status: ReviewStatus,
+    pub reviewer: String,
+    pub at_ms: i64,
+    pub note: Option<String>,
+}
+
+/// One edit that accepting a change makes to a server's baseline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BaselineEdit {
+    /// The tool called `tool` is now the version `canonical_digest` (an
+    /// accepted addition or change, or the new name of a rename).
+    Set {
+        tool: String,
+        canonical_digest: crate::Digest,
+    },
+    /// The tool called `tool` is no longer part of the baseline (an
+    /// accepted removal, or the old name of a rename).
+    Remove { tool: String },
+}
+
+/// One tool of a baseline and where its version came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaselineTool {
+    /// The accepted version: [`crate::Store::tool_version`].
+    pub canonical_digest: crate::Digest,
+    /// The observation the version was accepted from (for the implicit
+    /// baseline, the server's first successful observation).
+    pub observation: ObservationId,
+    /// Who accepted it; `None` when nobody did because it was part of the
+    /// first successful observation.
+    pub accepted_by: Option<String>,
+    /// When it was accepted, in Unix milliseconds; `None` exactly when
+    /// `accepted_by` is.
+    pub accepted_at_ms: Option<i64>,
+}
+
+/// A server's baseline: the tool versions it is expected to publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Baseline {
+    pub server: String,
+    /// `false` while no change has been accepted: the baseline is then the
+    /// tools of the server's first successful observation.
+    pub explicit: bool,
+    /// Tool name to accepted version, sorted by name.
+    pub tools: BTreeMap<String, BaselineTool>,
 }

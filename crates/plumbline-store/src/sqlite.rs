@@ -8,17 +8,20 @@
 //! Every observation is written in one `BEGIN IMMEDIATE` transaction: the
 //! content it needs (raw tools, tool versions, documents, its tool set),
 //! the observation row and its problems commit together or not at all, so
-//! a process killed mid-write leaves no half-written observation.
+//! a process killed mid-write leaves no half-written observation. Accepting
+//! a change is one such transaction too: the baseline's materialisation,
+//! its edits and the verdict commit together.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::model::{
-    AlertId, NewAlert, NewObservation, Observation, ObservationId, ObservationSummary, Outcome,
-    PendingAlert, Problem, ProblemKind, Server, ToolEntry, ToolHistoryEntry,
+    AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation, NewReview,
+    Observation, ObservationId, ObservationSummary, Outcome, PendingAlert, Problem, ProblemKind,
+    Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
@@ -27,6 +30,7 @@ use crate::{canonicalize, digest, Digest, Store, StoreError};
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_alerts.sql"),
+    include_str!("migrations/0003_reviews.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -827,6 +831,318 @@ impl Store for SqliteStore {
         }
         Ok(history)
     }
+
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Reviewed, &[])
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Accepted, edits)
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the reviews of server {server:?}");
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT r.observation_id, r.tool_name, r.status, r.reviewer, r.at_ms, r.note
+                 FROM reviews r JOIN observations o ON o.id = r.observation_id
+                 WHERE o.server_id = ?1
+                 ORDER BY r.observation_id, r.tool_name",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, i64>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        rows.into_iter()
+            .map(|(observation, tool, status, reviewer, at_ms, note)| {
+                let status = ReviewStatus::from_stored(&status).ok_or_else(|| {
+                    self.corrupt(format!("{what}: a review has status {status:?}"))
+                })?;
+                Ok(Review {
+                    observation: ObservationId(observation),
+                    tool,
+                    status,
+                    reviewer,
+                    at_ms,
+                    note,
+                })
+            })
+            .collect()
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the baseline of server {server:?}");
+        let explicit: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM baseline_servers WHERE server_id = ?1)")
+            .and_then(|mut stmt| stmt.query_row([server_id], |row| row.get(0)))
+            .map_err(|source| self.read_err(&what, source))?;
+        let mut tools = BTreeMap::new();
+        if explicit {
+            let rows = self
+                .conn
+                .prepare_cached(
+                    "SELECT b.tool_name, v.digest, b.observation_id, b.accepted_by, b.accepted_at_ms
+                     FROM baselines b JOIN tool_versions v ON v.id = b.tool_version_id
+                     WHERE b.server_id = ?1 ORDER BY b.tool_name",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map([server_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, i64>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, Option<i64>>(4)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|source| self.read_err(&what, source))?;
+            for (name, digest, observation, accepted_by, accepted_at_ms) in rows {
+                tools.insert(
+                    name,
+                    BaselineTool {
+                        canonical_digest: self.digest_from(&digest, &what)?,
+                        observation: ObservationId(observation),
+                        accepted_by,
+                        accepted_at_ms,
+                    },
+                );
+            }
+        } else {
+            let Some(first) = self
+                .summaries(
+                    &what,
+                    "o.server_id = ?1 AND o.outcome = 'ok'",
+                    "ORDER BY o.id LIMIT 1",
+                    [server_id],
+                )?
+                .into_iter()
+                .next()
+            else {
+                return Ok(None);
+            };
+            let Some(observation) = self.observation(first.id)? else {
+                return Err(self.corrupt(format!("{what}: observation {} vanished", first.id)));
+            };
+            // The first tool of a name is the tool (a later one is a
+            // recorded duplicate); a malformed one has no version to keep.
+            let mut seen = BTreeSet::new();
+            for entry in observation.tools {
+                let Some(name) = entry.name else { continue };
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                if let Some(canonical_digest) = entry.canonical_digest {
+                    tools.insert(
+                        name,
+                        BaselineTool {
+                            canonical_digest,
+                            observation: first.id,
+                            accepted_by: None,
+                            accepted_at_ms: None,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(Some(Baseline {
+            server: server.to_owned(),
+            explicit,
+            tools,
+        }))
+    }
+}
+
+impl SqliteStore {
+    /// Records a verdict and, for an acceptance, applies `edits` to the
+    /// server's baseline, in one transaction.
+    fn write_review(
+        &mut self,
+        review: &NewReview,
+        status: ReviewStatus,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let invalid = |reason: &str| StoreError::InvalidReview {
+            observation: review.observation,
+            tool: review.tool.clone(),
+            reason: reason.to_owned(),
+        };
+        let what = format!("observation {}", review.observation);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|source| StoreError::Write {
+                path: path.clone(),
+                server: String::new(),
+                what: "a transaction",
+                source: Box::new(source),
+            })?;
+        let target: Option<(i64, String, String)> = tx
+            .prepare_cached(
+                "SELECT o.server_id, s.name, o.outcome
+                 FROM observations o JOIN servers s ON s.id = o.server_id
+                 WHERE o.id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([review.observation.0], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()
+            })
+            .map_err(|source| StoreError::Read {
+                path: path.clone(),
+                what,
+                source: Box::new(source),
+            })?;
+        let Some((server_id, server, outcome)) = target else {
+            return Err(invalid("there is no such observation"));
+        };
+        let write_err = |what: &'static str| {
+            let path = path.clone();
+            let server = server.clone();
+            move |source| StoreError::Write {
+                path,
+                server,
+                what,
+                source: Box::new(source),
+            }
+        };
+        if outcome != "ok" {
+            return Err(invalid("the observation failed, so it has no change"));
+        }
+        if status == ReviewStatus::Accepted {
+            materialise_baseline(&tx, server_id, review.at_ms)
+                .map_err(write_err("the implicit baseline"))?;
+            for edit in edits {
+                match edit {
+                    BaselineEdit::Set {
+                        tool,
+                        canonical_digest,
+                    } => {
+                        let version: Option<i64> = tx
+                            .prepare_cached("SELECT id FROM tool_versions WHERE digest = ?1")
+                            .and_then(|mut stmt| {
+                                stmt.query_row([&canonical_digest.as_bytes()[..]], |row| row.get(0))
+                                    .optional()
+                            })
+                            .map_err(write_err("the baseline"))?;
+                        let Some(version) = version else {
+                            return Err(invalid(&format!(
+                                "tool version {canonical_digest} is not in the store"
+                            )));
+                        };
+                        tx.prepare_cached(
+                            "INSERT INTO baselines (server_id, tool_name, tool_version_id,
+                                 observation_id, accepted_by, accepted_at_ms)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                             ON CONFLICT (server_id, tool_name) DO UPDATE SET
+                                 tool_version_id = excluded.tool_version_id,
+                                 observation_id = excluded.observation_id,
+                                 accepted_by = excluded.accepted_by,
+                                 accepted_at_ms = excluded.accepted_at_ms",
+                        )
+                        .and_then(|mut stmt| {
+                            stmt.execute(params![
+                                server_id,
+                                tool,
+                                version,
+                                review.observation.0,
+                                review.reviewer,
+                                review.at_ms
+                            ])
+                        })
+                        .map_err(write_err("the baseline"))?;
+                    }
+                    BaselineEdit::Remove { tool } => {
+                        tx.prepare_cached(
+                            "DELETE FROM baselines WHERE server_id = ?1 AND tool_name = ?2",
+                        )
+                        .and_then(|mut stmt| stmt.execute(params![server_id, tool]))
+                        .map_err(write_err("the baseline"))?;
+                    }
+                }
+            }
+        }
+        tx.prepare_cached(
+            "INSERT INTO reviews (observation_id, tool_name, status, reviewer, at_ms, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (observation_id, tool_name) DO UPDATE SET
+                 status = excluded.status,
+                 reviewer = excluded.reviewer,
+                 at_ms = excluded.at_ms,
+                 note = excluded.note",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                review.observation.0,
+                review.tool,
+                status.as_str(),
+                review.reviewer,
+                review.at_ms,
+                review.note
+            ])
+        })
+        .map_err(write_err("the review"))?;
+        tx.commit().map_err(write_err("the commit"))?;
+        Ok(())
+    }
+}
+
+/// Turns a server's implicit baseline (the tools of its first successful
+/// observation: the first tool of each name, when it is well formed) into
+/// rows, unless that was done before.
+fn materialise_baseline(tx: &Transaction<'_>, server_id: i64, at_ms: i64) -> rusqlite::Result<()> {
+    let done: bool = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM baseline_servers WHERE server_id = ?1)")?
+        .query_row([server_id], |row| row.get(0))?;
+    if done {
+        return Ok(());
+    }
+    let first: Option<(i64, i64)> = tx
+        .prepare_cached(
+            "SELECT id, tool_set_id FROM observations
+             WHERE server_id = ?1 AND outcome = 'ok' ORDER BY id LIMIT 1",
+        )?
+        .query_row([server_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    if let Some((observation_id, tool_set_id)) = first {
+        tx.prepare_cached(
+            "INSERT INTO baselines (server_id, tool_name, tool_version_id, observation_id,
+                 accepted_by, accepted_at_ms)
+             SELECT ?1, e.name, r.tool_version_id, ?2, NULL, NULL
+             FROM tool_set_entries e JOIN raw_tools r ON r.id = e.raw_tool_id
+             WHERE e.tool_set_id = ?3 AND e.name IS NOT NULL
+               AND r.tool_version_id IS NOT NULL
+               AND e.position = (SELECT min(f.position) FROM tool_set_entries f
+                                 WHERE f.tool_set_id = e.tool_set_id AND f.name = e.name)",
+        )?
+        .execute(params![server_id, observation_id, tool_set_id])?;
+    }
+    tx.prepare_cached(
+        "INSERT INTO baseline_servers (server_id, materialised_at_ms) VALUES (?1, ?2)",
+    )?
+    .execute(params![server_id, at_ms])?;
+    Ok(())
 }
 
 /// A tool's state in one tool set: absent, or present with its canonical

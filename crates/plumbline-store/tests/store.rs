@@ -549,3 +549,277 @@ fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries() {
     assert_eq!(pending[0].body, br#"{"tool":"add"}"#);
     store.integrity_check().expect("consistent");
 }
+
+mod reviews_and_baselines {
+    //! Reviews of changes and the baseline they move.
+
+    use super::*;
+    use plumbline_store::{BaselineEdit, NewReview, Review, ReviewStatus};
+
+    fn version(text: &str) -> plumbline_store::Digest {
+        digest(&canonicalize(text.as_bytes()).expect("valid tool"))
+    }
+
+    fn review(observation: ObservationId, tool: &str, who: &str, at_ms: i64) -> NewReview {
+        NewReview {
+            observation,
+            tool: tool.to_owned(),
+            reviewer: who.to_owned(),
+            at_ms,
+            note: None,
+        }
+    }
+
+    const A1: &str = r#"{"name":"a","description":"Adds two numbers."}"#;
+    const A2: &str = r#"{"name":"a","description":"Adds two numbers. <IMPORTANT>x</IMPORTANT>"}"#;
+    const B: &str = r#"{"name":"b","description":"Subtracts."}"#;
+
+    /// A failure, then `a` (v1) and `b`, then `a` (v2) and `b`.
+    fn history(store: &mut SqliteStore) -> (ObservationId, ObservationId) {
+        store
+            .record_observation(&failed_observation("docs", 1, "refused"))
+            .expect("failure");
+        let first = store
+            .record_observation(&ok_observation("docs", 2, vec![raw(A1), raw(B)]))
+            .expect("first");
+        let second = store
+            .record_observation(&ok_observation("docs", 3, vec![raw(A2), raw(B)]))
+            .expect("second");
+        (first, second)
+    }
+
+    #[test]
+    fn the_implicit_baseline_is_the_first_successful_observation() {
+        let (_dir, _path, mut store) = new_store();
+        assert_eq!(store.baseline("docs").expect("read"), None);
+        store
+            .record_observation(&failed_observation("docs", 1, "refused"))
+            .expect("failure");
+        assert_eq!(store.baseline("docs").expect("read"), None);
+        let (first, _) = history(&mut store);
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert!(!baseline.explicit);
+        let got: Vec<(&str, plumbline_store::Digest, ObservationId, Option<&str>)> = baseline
+            .tools
+            .iter()
+            .map(|(name, t)| {
+                (
+                    name.as_str(),
+                    t.canonical_digest,
+                    t.observation,
+                    t.accepted_by.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", version(A1), first, None),
+                ("b", version(B), first, None)
+            ]
+        );
+        assert!(matches!(
+            store.baseline("ghost"),
+            Err(StoreError::UnknownServer { .. })
+        ));
+    }
+
+    #[test]
+    fn accepting_a_change_materialises_the_baseline_then_moves_that_tool() {
+        let (_dir, path, mut store) = new_store();
+        let (first, second) = history(&mut store);
+        store
+            .accept_change(
+                &review(second, "a", "alice", 50),
+                &[BaselineEdit::Set {
+                    tool: "a".into(),
+                    canonical_digest: version(A2),
+                }],
+            )
+            .expect("accepted");
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert!(baseline.explicit);
+        let a = &baseline.tools["a"];
+        assert_eq!(a.canonical_digest, version(A2));
+        assert_eq!(a.observation, second);
+        assert_eq!(a.accepted_by.as_deref(), Some("alice"));
+        assert_eq!(a.accepted_at_ms, Some(50));
+        let b = &baseline.tools["b"];
+        assert_eq!(
+            (b.canonical_digest, b.observation, b.accepted_by.as_deref()),
+            (version(B), first, None)
+        );
+        assert_eq!(count(&path, "baselines"), 2);
+        assert_eq!(
+            store.reviews("docs").expect("reviews"),
+            [Review {
+                observation: second,
+                tool: "a".into(),
+                status: ReviewStatus::Accepted,
+                reviewer: "alice".into(),
+                at_ms: 50,
+                note: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn an_accepted_removal_can_leave_an_empty_baseline_that_stays_explicit() {
+        let (_dir, _path, mut store) = new_store();
+        let first = store
+            .record_observation(&ok_observation("docs", 1, vec![raw(A1)]))
+            .expect("first");
+        let second = store
+            .record_observation(&ok_observation("docs", 2, vec![]))
+            .expect("second");
+        assert_eq!(
+            store.baseline("docs").expect("read").map(|b| b.tools.len()),
+            Some(1)
+        );
+        store
+            .accept_change(
+                &review(second, "a", "bob", 9),
+                &[BaselineEdit::Remove { tool: "a".into() }],
+            )
+            .expect("accepted");
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert!(baseline.explicit);
+        assert!(baseline.tools.is_empty(), "{baseline:?}");
+        assert!(first < second);
+    }
+
+    #[test]
+    fn an_accepted_rename_removes_the_old_name_and_adds_the_new_one() {
+        let (_dir, _path, mut store) = new_store();
+        let renamed = r#"{"name":"add","description":"Adds two numbers."}"#;
+        store
+            .record_observation(&ok_observation("docs", 1, vec![raw(A1), raw(B)]))
+            .expect("first");
+        let second = store
+            .record_observation(&ok_observation("docs", 2, vec![raw(renamed), raw(B)]))
+            .expect("second");
+        store
+            .accept_change(
+                &review(second, "add", "carol", 7),
+                &[
+                    BaselineEdit::Remove { tool: "a".into() },
+                    BaselineEdit::Set {
+                        tool: "add".into(),
+                        canonical_digest: version(renamed),
+                    },
+                ],
+            )
+            .expect("accepted");
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        let names: Vec<&str> = baseline.tools.keys().map(String::as_str).collect();
+        assert_eq!(names, ["add", "b"]);
+        assert_eq!(baseline.tools["add"].canonical_digest, version(renamed));
+    }
+
+    #[test]
+    fn reviewing_again_replaces_the_verdict_and_reviewed_never_moves_the_baseline() {
+        let (_dir, _path, mut store) = new_store();
+        let (_, second) = history(&mut store);
+        store
+            .mark_reviewed(&review(second, "a", "alice", 10))
+            .expect("reviewed");
+        let implicit = store.baseline("docs").expect("read").expect("some");
+        assert!(!implicit.explicit, "reviewed must not materialise");
+        assert_eq!(implicit.tools["a"].canonical_digest, version(A1));
+
+        store
+            .accept_change(
+                &review(second, "a", "bob", 20),
+                &[BaselineEdit::Set {
+                    tool: "a".into(),
+                    canonical_digest: version(A2),
+                }],
+            )
+            .expect("accepted");
+        let mut again = review(second, "a", "carol", 30);
+        again.note = Some("looked again".into());
+        store.mark_reviewed(&again).expect("reviewed again");
+
+        let reviews = store.reviews("docs").expect("reviews");
+        assert_eq!(reviews.len(), 1, "one verdict per change: {reviews:?}");
+        assert_eq!(reviews[0].status, ReviewStatus::Reviewed);
+        assert_eq!(reviews[0].reviewer, "carol");
+        assert_eq!(reviews[0].note.as_deref(), Some("looked again"));
+        // The acceptance stays in effect.
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert_eq!(baseline.tools["a"].canonical_digest, version(A2));
+    }
+
+    #[test]
+    fn accepting_is_all_or_nothing() {
+        let (_dir, path, mut store) = new_store();
+        let (_, second) = history(&mut store);
+        let err = store
+            .accept_change(
+                &review(second, "a", "alice", 10),
+                &[
+                    BaselineEdit::Set {
+                        tool: "a".into(),
+                        canonical_digest: version(A2),
+                    },
+                    BaselineEdit::Set {
+                        tool: "c".into(),
+                        canonical_digest: digest(b"never stored"),
+                    },
+                ],
+            )
+            .expect_err("unknown version");
+        assert!(matches!(err, StoreError::InvalidReview { .. }), "{err:?}");
+        assert!(err.to_string().contains("\"a\""), "{err}");
+        for table in ["baselines", "baseline_servers", "reviews"] {
+            assert_eq!(count(&path, table), 0, "{table}");
+        }
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert!(!baseline.explicit);
+        store.integrity_check().expect("consistent");
+    }
+
+    #[test]
+    fn reviews_of_missing_or_failed_observations_are_refused() {
+        let (_dir, _path, mut store) = new_store();
+        let failed = store
+            .record_observation(&failed_observation("docs", 1, "down"))
+            .expect("failure");
+        assert!(matches!(
+            store.mark_reviewed(&review(ObservationId(999), "a", "x", 1)),
+            Err(StoreError::InvalidReview { .. })
+        ));
+        assert!(matches!(
+            store.accept_change(&review(failed, "a", "x", 1), &[]),
+            Err(StoreError::InvalidReview { .. })
+        ));
+        assert!(matches!(
+            store.mark_reviewed(&review(failed, "a", "x", 1)),
+            Err(StoreError::InvalidReview { .. })
+        ));
+        assert!(store.reviews("docs").expect("reviews").is_empty());
+    }
+
+    #[test]
+    fn reviews_belong_to_their_server() {
+        let (_dir, _path, mut store) = new_store();
+        store.put_server("other", IDENTITY).expect("second server");
+        let (_, second) = history(&mut store);
+        let theirs = store
+            .record_observation(&ok_observation("other", 5, vec![raw(B)]))
+            .expect("other");
+        store
+            .mark_reviewed(&review(second, "a", "alice", 1))
+            .expect("reviewed");
+        store
+            .mark_reviewed(&review(theirs, "b", "alice", 2))
+            .expect("reviewed");
+        let mine: Vec<(ObservationId, String)> = store
+            .reviews("docs")
+            .expect("reviews")
+            .into_iter()
+            .map(|r| (r.observation, r.tool))
+            .collect();
+        assert_eq!(mine, [(second, "a".to_owned())]);
+    }
+}

@@ -1,0 +1,52 @@
+//! `plumbline serve`: the dashboard (`plumbline-dashboard`) over the store,
+//! until SIGTERM or Ctrl-C.
+
+use anyhow::{Context as _, Result};
+use plumbline_dashboard::{check_listen, router, AppState, Options};
+
+use crate::cli::ServeArgs;
+use crate::commands::{open_store, runtime};
+use crate::exit::Outcome;
+
+pub fn run(args: &ServeArgs) -> Result<Outcome> {
+    let token = args.token.clone().filter(|t| !t.is_empty());
+    // Refuse before touching the store or the network.
+    check_listen(args.listen, token.as_deref())?;
+    let store = open_store(args.store.path.as_deref())?;
+    let reviewer = args
+        .reviewer
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|r| !r.trim().is_empty())
+        .unwrap_or_else(|| "reviewer".to_owned());
+    let state =
+        AppState::new(store, Options { token, reviewer }).context("setting up the dashboard")?;
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let addr = listener.local_addr()?;
+        eprintln!("plumbline serve: the dashboard is at http://{addr}/");
+        axum::serve(listener, router(state))
+            .with_graceful_shutdown(stopped())
+            .await
+            .context("serving the dashboard")
+    })?;
+    Ok(Outcome::Clean)
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn stopped() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

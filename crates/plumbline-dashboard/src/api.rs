@@ -1,0 +1,757 @@
+//! The JSON API under `/api/v1`, described by the hand-written OpenAPI 3.1
+//! document served at `/api/v1/openapi.json` (`openapi.json` beside this
+//! crate's `Cargo.toml`; a test keeps the two in step).
+//!
+//! The pages show the same values: both are built from [`crate::changes`].
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap};
+use axum::response::IntoResponse;
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::{Json, Router};
+use plumbline_drift::{Change, ToolDrift};
+use plumbline_store::{
+    Baseline, NewReview, Observation, ObservationId, ObservationSummary, Outcome, Review,
+    ReviewStatus, Store,
+};
+use plumbline_taxonomy::json::Value;
+use plumbline_taxonomy::{Evidence, RuleId, Severity};
+use serde::{Deserialize, Serialize};
+
+use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step};
+use crate::error::{ApiError, Failure};
+use crate::links::utc;
+use crate::AppState;
+
+/// The OpenAPI document, kept by hand.
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// The longest reviewer name and note accepted, in characters.
+pub const MAX_REVIEWER_CHARS: usize = 200;
+pub const MAX_NOTE_CHARS: usize = 4000;
+
+/// One route of the API: its method, path and handler. The router is
+/// built from this table, and the OpenAPI test reads the same table.
+struct ApiRoute {
+    method: &'static str,
+    path: &'static str,
+    handler: MethodRouter<AppState>,
+}
+
+fn table() -> Vec<ApiRoute> {
+    fn route(
+        method: &'static str,
+        path: &'static str,
+        handler: MethodRouter<AppState>,
+    ) -> ApiRoute {
+        ApiRoute {
+            method,
+            path,
+            handler,
+        }
+    }
+    let get = MethodFilter::GET;
+    let post = MethodFilter::POST;
+    vec![
+        route("get", "/api/v1/openapi.json", on(get, openapi)),
+        route("get", "/api/v1/servers", on(get, servers)),
+        route("get", "/api/v1/servers/{server}", on(get, server)),
+        route(
+            "get",
+            "/api/v1/servers/{server}/baseline",
+            on(get, baseline),
+        ),
+        route(
+            "get",
+            "/api/v1/servers/{server}/observations",
+            on(get, observations),
+        ),
+        route(
+            "get",
+            "/api/v1/servers/{server}/observations/{observation}",
+            on(get, observation),
+        ),
+        route(
+            "get",
+            "/api/v1/servers/{server}/observations/{observation}/tools/{tool}",
+            on(get, change),
+        ),
+        route(
+            "post",
+            "/api/v1/servers/{server}/observations/{observation}/tools/{tool}/review",
+            on(post, review),
+        ),
+        route(
+            "get",
+            "/api/v1/servers/{server}/tools/{tool}",
+            on(get, tool),
+        ),
+    ]
+}
+
+/// The API's routes as (lower-case method, path), in the router's order.
+pub fn route_list() -> Vec<(&'static str, &'static str)> {
+    table().into_iter().map(|r| (r.method, r.path)).collect()
+}
+
+pub(crate) fn routes() -> Router<AppState> {
+    table()
+        .into_iter()
+        .fold(Router::new(), |router, r| router.route(r.path, r.handler))
+}
+
+async fn openapi() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI)
+}
+
+// ---- JSON shapes ----------------------------------------------------------
+
+#[derive(Serialize)]
+pub struct ServerJson {
+    pub name: String,
+    /// How the server is reached, as registered (no secrets).
+    pub identity: serde_json::Value,
+    /// The latest observation's outcome: `ok`, `failed`, or `unobserved`.
+    pub status: &'static str,
+    pub last_observation: Option<ObservationJson>,
+    /// Tools in the latest successful observation.
+    pub tool_count: Option<u32>,
+    pub changes: usize,
+    pub unreviewed: usize,
+    pub worst_unreviewed: Option<Severity>,
+    pub last_drift_at_ms: Option<i64>,
+}
+
+impl ServerJson {
+    fn from(row: &ServerOverview) -> ServerJson {
+        ServerJson {
+            name: row.name.clone(),
+            identity: serde_json::from_str(&row.identity).unwrap_or(serde_json::Value::Null),
+            status: row
+                .last
+                .as_ref()
+                .map_or("unobserved", |o| o.outcome.as_str()),
+            last_observation: row
+                .last
+                .as_ref()
+                .map(|o| ObservationJson::from(o, None, None)),
+            tool_count: row.tool_count,
+            changes: row.changes,
+            unreviewed: row.unreviewed,
+            worst_unreviewed: row.worst_unreviewed,
+            last_drift_at_ms: row.last_drift_at_ms,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ObservationJson {
+    pub id: i64,
+    pub server: String,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    pub finished_at: String,
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub protocol_version: Option<String>,
+    pub tool_count: u32,
+    pub problem_count: u32,
+    pub tool_set: Option<String>,
+    /// The observation the changes are measured from.
+    pub previous: Option<i64>,
+    /// The worst change's severity; absent when nothing changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<ChangeJson>>,
+}
+
+impl ObservationJson {
+    fn from(
+        o: &ObservationSummary,
+        step: Option<&Step>,
+        reviews: Option<&BTreeMap<(ObservationId, String), Review>>,
+    ) -> ObservationJson {
+        let changes = step.map(|s| {
+            s.changes
+                .tools
+                .iter()
+                .map(|t| ChangeJson::from(t, reviews.and_then(|r| r.get(&(o.id, t.name.clone())))))
+                .collect::<Vec<_>>()
+        });
+        ObservationJson {
+            id: o.id.0,
+            server: o.server.clone(),
+            started_at_ms: o.started_at_ms,
+            finished_at_ms: o.finished_at_ms,
+            finished_at: utc(o.finished_at_ms),
+            outcome: o.outcome.as_str(),
+            error: match &o.outcome {
+                Outcome::Failed { error } => Some(error.clone()),
+                Outcome::Ok => None,
+            },
+            protocol_version: o.protocol_version.clone(),
+            tool_count: o.tool_count,
+            problem_count: o.problem_count,
+            tool_set: o.tool_set.map(|d| d.to_string()),
+            previous: step.and_then(|s| s.previous).map(|p| p.0),
+            severity: step
+                .filter(|s| !s.changes.is_empty())
+                .map(|s| s.changes.severity),
+            changes,
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ChangeJson {
+    pub tool: String,
+    /// `added`, `removed`, `renamed` or `changed`.
+    pub kind: &'static str,
+    /// For a rename, the old name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub severity: Severity,
+    pub rules: Vec<RuleId>,
+    pub review: Option<ReviewJson>,
+}
+
+pub fn kind(change: &Change) -> &'static str {
+    match change {
+        Change::Added => "added",
+        Change::Removed => "removed",
+        Change::Changed => "changed",
+        Change::Unchanged => "unchanged",
+        Change::Renamed { .. } => "renamed",
+    }
+}
+
+impl ChangeJson {
+    fn from(t: &ToolDrift, review: Option<&Review>) -> ChangeJson {
+        ChangeJson {
+            tool: t.name.clone(),
+            kind: kind(&t.change),
+            from: match &t.change {
+                Change::Renamed { from } => Some(from.clone()),
+                _ => None,
+            },
+            severity: t.classification.severity,
+            rules: t.classification.rules.clone(),
+            review: review.map(ReviewJson::from),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ReviewJson {
+    /// `reviewed` or `accepted`.
+    pub status: &'static str,
+    pub reviewer: String,
+    pub at_ms: i64,
+    pub at: String,
+    pub note: Option<String>,
+}
+
+impl ReviewJson {
+    fn from(r: &Review) -> ReviewJson {
+        ReviewJson {
+            status: r.status.as_str(),
+            reviewer: r.reviewer.clone(),
+            at_ms: r.at_ms,
+            at: utc(r.at_ms),
+            note: r.note.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EvidenceJson<'a> {
+    #[serde(flatten)]
+    evidence: &'a Evidence,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct VersionJson<'a> {
+    name: &'a str,
+    canonical_digest: String,
+    definition: &'a Value,
+}
+
+#[derive(Serialize)]
+struct ChangeDetailJson<'a> {
+    server: &'a str,
+    observation: i64,
+    previous: i64,
+    #[serde(flatten)]
+    change: ChangeJson,
+    evidence: Vec<EvidenceJson<'a>>,
+    old: Option<VersionJson<'a>>,
+    new: Option<VersionJson<'a>>,
+}
+
+fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeDetailJson<'a> {
+    let version = |t: &'a changes::LoadedTool| VersionJson {
+        name: &t.name,
+        canonical_digest: t.canonical_digest.to_string(),
+        definition: &t.definition,
+    };
+    ChangeDetailJson {
+        server: &detail.observation.summary.server,
+        observation: detail.observation.summary.id.0,
+        previous: detail.previous.id.0,
+        change: ChangeJson::from(&detail.drift, review),
+        evidence: detail
+            .drift
+            .classification
+            .evidence
+            .iter()
+            .map(|e| EvidenceJson {
+                evidence: e,
+                message: e.message(),
+            })
+            .collect(),
+        old: detail.old.as_ref().map(version),
+        new: detail.new.as_ref().map(version),
+    }
+}
+
+#[derive(Serialize)]
+struct BaselineToolJson {
+    canonical_digest: String,
+    observation: i64,
+    accepted_by: Option<String>,
+    accepted_at_ms: Option<i64>,
+}
+
+#[derive(Serialize)]
+pub struct BaselineJson {
+    server: String,
+    explicit: bool,
+    tools: BTreeMap<String, BaselineToolJson>,
+}
+
+fn baseline_json(b: Baseline) -> BaselineJson {
+    BaselineJson {
+        server: b.server,
+        explicit: b.explicit,
+        tools: b
+            .tools
+            .into_iter()
+            .map(|(name, t)| {
+                (
+                    name,
+                    BaselineToolJson {
+                        canonical_digest: t.canonical_digest.to_string(),
+                        observation: t.observation.0,
+                        accepted_by: t.accepted_by,
+                        accepted_at_ms: t.accepted_at_ms,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+// ---- handlers --------------------------------------------------------------
+
+/// An observation id from a path; anything else names no observation.
+pub(crate) fn observation_id(s: &str) -> Result<ObservationId, Failure> {
+    s.parse()
+        .ok()
+        .filter(|id: &ObservationId| id.0 > 0)
+        .ok_or_else(|| Failure::NotFound(format!("there is no observation {s:?}")))
+}
+
+fn ctx(inner: &crate::Inner) -> Context<'_> {
+    Context {
+        classifier: &inner.classifier,
+        cache: &inner.drift_cache,
+    }
+}
+
+async fn servers(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
+    let rows = state
+        .with_store(|store, inner| changes::overview(&*store, &ctx(inner)))
+        .await?;
+    let servers: Vec<ServerJson> = rows.iter().map(ServerJson::from).collect();
+    Ok(Json(serde_json::json!({ "servers": servers })))
+}
+
+async fn server(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<ServerJson>, ApiError> {
+    let row = state
+        .with_store(move |store, inner| {
+            let server = changes::server(&*store, &name)?;
+            changes::server_overview(&*store, &ctx(inner), server)
+        })
+        .await?;
+    Ok(Json(ServerJson::from(&row)))
+}
+
+async fn baseline(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Option<BaselineJson>>, ApiError> {
+    let baseline = state
+        .with_store(move |store, _| {
+            changes::server(&*store, &name)?;
+            Ok(store.baseline(&name)?)
+        })
+        .await?;
+    Ok(Json(baseline.map(baseline_json)))
+}
+
+async fn observations(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let json = state
+        .with_store(move |store, inner| {
+            changes::server(&*store, &name)?;
+            let steps = changes::timeline(&*store, &ctx(inner), &name)?;
+            let reviews = changes::reviews(&*store, &name)?;
+            let list: Vec<ObservationJson> = steps
+                .iter()
+                .rev()
+                .map(|s| ObservationJson::from(&s.summary, Some(s), Some(&reviews)))
+                .collect();
+            Ok(serde_json::json!({ "server": name, "observations": list }))
+        })
+        .await?;
+    Ok(Json(json))
+}
+
+#[derive(Serialize)]
+struct ToolEntryJson {
+    position: u32,
+    name: Option<String>,
+    raw_digest: String,
+    canonical_digest: Option<String>,
+}
+
+#[derive(Serialize)]
+struct ProblemJson {
+    position: Option<u32>,
+    kind: &'static str,
+    tool_name: Option<String>,
+    message: String,
+}
+
+/// One observation with its tools, problems and changes, shared with the
+/// observation page.
+pub(crate) struct ObservationView {
+    pub observation: Observation,
+    pub step: Step,
+    pub reviews: BTreeMap<(ObservationId, String), Review>,
+}
+
+pub(crate) fn observation_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    id: &str,
+) -> Result<ObservationView, Failure> {
+    changes::server(store, server)?;
+    let id = observation_id(id)?;
+    let observation = changes::observation_of(store, server, id)?;
+    let step = changes::step(store, &ctx(inner), &observation.summary)?;
+    let reviews = changes::reviews(store, server)?;
+    Ok(ObservationView {
+        observation,
+        step,
+        reviews,
+    })
+}
+
+async fn observation(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let view = state
+        .with_store(move |store, inner| observation_view(&*store, inner, &name, &id))
+        .await?;
+    let o = &view.observation;
+    let tools: Vec<ToolEntryJson> = o
+        .tools
+        .iter()
+        .map(|t| ToolEntryJson {
+            position: t.position,
+            name: t.name.clone(),
+            raw_digest: t.raw_digest.to_string(),
+            canonical_digest: t.canonical_digest.map(|d| d.to_string()),
+        })
+        .collect();
+    let problems: Vec<ProblemJson> = o
+        .problems
+        .iter()
+        .map(|p| ProblemJson {
+            position: p.position,
+            kind: p.kind.as_str(),
+            tool_name: p.tool_name.clone(),
+            message: p.message.clone(),
+        })
+        .collect();
+    let observation = ObservationJson::from(&o.summary, Some(&view.step), Some(&view.reviews));
+    Ok(Json(serde_json::json!({
+        "observation": observation,
+        "tools": tools,
+        "problems": problems,
+    })))
+}
+
+/// One change with its verdict, shared with the change page.
+pub(crate) fn change_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    id: &str,
+    tool: &str,
+) -> Result<(ChangeDetail, Option<Review>), Failure> {
+    changes::server(store, server)?;
+    let id = observation_id(id)?;
+    let detail = changes::change(store, &ctx(inner), server, id, tool)?;
+    let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
+    Ok((detail, review))
+}
+
+async fn change(
+    State(state): State<AppState>,
+    Path((name, id, tool)): Path<(String, String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let json = state
+        .with_store(move |store, inner| {
+            let (detail, review) = change_view(&*store, inner, &name, &id, &tool)?;
+            serde_json::to_value(change_json(&detail, review.as_ref()))
+                .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
+        })
+        .await?;
+    Ok(Json(json))
+}
+
+/// A verdict to record, from the API or a form.
+pub(crate) struct Verdict {
+    pub status: ReviewStatus,
+    pub reviewer: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Records a verdict on a change; accepting also moves the baseline.
+/// Returns the recorded review.
+pub(crate) async fn record_verdict(
+    state: &AppState,
+    server: String,
+    id: String,
+    tool: String,
+    verdict: Verdict,
+) -> Result<(Review, Option<Baseline>), Failure> {
+    let default_reviewer = state.inner.reviewer.clone();
+    let reviewer = verdict
+        .reviewer
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .unwrap_or(default_reviewer);
+    if reviewer.is_empty() {
+        return Err(Failure::BadRequest("a reviewer name is needed".to_owned()));
+    }
+    if reviewer.chars().count() > MAX_REVIEWER_CHARS {
+        return Err(Failure::BadRequest(format!(
+            "the reviewer name is longer than {MAX_REVIEWER_CHARS} characters"
+        )));
+    }
+    let note = verdict
+        .note
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    if note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
+    {
+        return Err(Failure::BadRequest(format!(
+            "the note is longer than {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    state
+        .with_store(move |store, inner| {
+            changes::server(&*store, &server)?;
+            let id = observation_id(&id)?;
+            // The change must exist: a verdict on nothing is refused.
+            let detail = changes::change(&*store, &ctx(inner), &server, id, &tool)?;
+            let review = NewReview {
+                observation: id,
+                tool: tool.clone(),
+                reviewer,
+                at_ms,
+                note,
+            };
+            let baseline = match verdict.status {
+                ReviewStatus::Reviewed => {
+                    store.mark_reviewed(&review)?;
+                    None
+                }
+                ReviewStatus::Accepted => {
+                    store.accept_change(&review, &changes::baseline_edits(&detail)?)?;
+                    store.baseline(&server)?
+                }
+            };
+            Ok((
+                Review {
+                    observation: review.observation,
+                    tool: review.tool,
+                    status: verdict.status,
+                    reviewer: review.reviewer,
+                    at_ms: review.at_ms,
+                    note: review.note,
+                },
+                baseline,
+            ))
+        })
+        .await
+}
+
+/// The body of `POST …/review`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewRequest {
+    status: String,
+    reviewer: Option<String>,
+    note: Option<String>,
+}
+
+pub(crate) fn parse_status(s: &str) -> Result<ReviewStatus, Failure> {
+    ReviewStatus::from_stored(s).ok_or_else(|| {
+        Failure::BadRequest(format!(
+            "unknown review status {s:?}: expected \"reviewed\" or \"accepted\""
+        ))
+    })
+}
+
+async fn review(
+    State(state): State<AppState>,
+    Path((name, id, tool)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    Json(body): Json<ReviewRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    crate::auth::same_site(&headers)?;
+    let verdict = Verdict {
+        status: parse_status(&body.status)?,
+        reviewer: body.reviewer,
+        note: body.note,
+    };
+    let (review, baseline) = record_verdict(&state, name, id, tool, verdict).await?;
+    Ok(Json(serde_json::json!({
+        "review": ReviewJson::from(&review),
+        "baseline": baseline.map(baseline_json),
+    })))
+}
+
+/// A tool's current definition and history, shared with the tool page.
+pub(crate) struct ToolView {
+    pub server: String,
+    pub tool: String,
+    /// The latest version seen: the observation it first appeared at, its
+    /// digest and definition.
+    pub latest: Option<(ObservationId, plumbline_store::Digest, Value)>,
+    /// Whether the latest successful observation lists the tool.
+    pub listed_now: bool,
+    pub baseline: Option<plumbline_store::BaselineTool>,
+    pub history: Vec<plumbline_store::ToolHistoryEntry>,
+    /// Observations at which the tool has a change, for links.
+    pub changes_at: std::collections::BTreeSet<ObservationId>,
+}
+
+pub(crate) fn tool_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    tool: &str,
+) -> Result<ToolView, Failure> {
+    changes::server(store, server)?;
+    let history = store.tool_history(server, tool)?;
+    if history.is_empty() {
+        return Err(Failure::NotFound(format!(
+            "server {server:?} never listed a tool {tool:?}"
+        )));
+    }
+    let latest = match history
+        .iter()
+        .rev()
+        .find_map(|h| Some((h.observation, h.canonical_digest?)))
+    {
+        Some((at, digest)) => {
+            let bytes = store.tool_version(&digest)?.ok_or_else(|| {
+                Failure::Internal(format!("tool version {digest} is missing from the store"))
+            })?;
+            let value = plumbline_taxonomy::json::parse_tool(&bytes).map_err(|e| {
+                Failure::Internal(format!("tool version {digest} does not parse: {e}"))
+            })?;
+            Some((at, digest, value))
+        }
+        None => None,
+    };
+    let listed_now = history.last().is_some_and(|h| h.present);
+    let baseline = store
+        .baseline(server)?
+        .and_then(|mut b| b.tools.remove(tool));
+    let changes_at = changes::timeline(store, &ctx(inner), server)?
+        .into_iter()
+        .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
+        .map(|s| s.summary.id)
+        .collect();
+    Ok(ToolView {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        latest,
+        listed_now,
+        baseline,
+        history,
+        changes_at,
+    })
+}
+
+async fn tool(
+    State(state): State<AppState>,
+    Path((name, tool)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let view = state
+        .with_store(move |store, inner| tool_view(&*store, inner, &name, &tool))
+        .await?;
+    let history: Vec<serde_json::Value> = view
+        .history
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "observation": h.observation.0,
+                "finished_at_ms": h.finished_at_ms,
+                "present": h.present,
+                "canonical_digest": h.canonical_digest.map(|d| d.to_string()),
+                "change": view.changes_at.contains(&h.observation),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "server": view.server,
+        "tool": view.tool,
+        "listed_now": view.listed_now,
+        "latest": view.latest.as_ref().map(|(at, digest, definition)| serde_json::json!({
+            "observation": at.0,
+            "canonical_digest": digest.to_string(),
+            "definition": definition,
+        })),
+        "baseline": view.baseline.map(|b| BaselineToolJson {
+            canonical_digest: b.canonical_digest.to_string(),
+            observation: b.observation.0,
+            accepted_by: b.accepted_by,
+            accepted_at_ms: b.accepted_at_ms,
+        }),
+        "history": history,
+    })))
+}

@@ -1,0 +1,542 @@
+//! Changes: what each observation changed since the server's previous
+//! successful observation, and what reviewers made of them.
+//!
+//! Drift is computed as `plumbline observe` computes it: the named,
+//! well-formed tools of each listing, parsed from the bytes the server
+//! sent, compared with `plumbline_drift::drift`. Most observations change
+//! nothing, so two cheap checks come first: the same tool set digest, or
+//! the same (name, canonical digest) pairs, is no change without parsing
+//! anything. A computed drift depends only on the two tool sets, which are
+//! content-addressed, so it is cached by their digests; everything stays
+//! deterministic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use plumbline_drift::{drift, Change, Tool, ToolDrift};
+use plumbline_store::{
+    BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
+};
+use plumbline_taxonomy::json::{parse_tool, Value};
+use plumbline_taxonomy::{Classifier, Severity};
+
+use crate::error::Failure;
+
+/// How many tool set pairs the drift cache keeps before starting over.
+const CACHE_ENTRIES: usize = 4096;
+
+/// The changes of one observation: every tool that did not stay the same,
+/// worst first (the order of `plumbline_drift::Drift::tools`).
+#[derive(Debug, Default)]
+pub struct Changes {
+    pub severity: Severity,
+    pub tools: Vec<ToolDrift>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+/// Drift between two tool sets, by their digests.
+#[derive(Default)]
+pub struct DriftCache {
+    map: Mutex<HashMap<(Digest, Digest), Arc<Changes>>>,
+}
+
+impl DriftCache {
+    fn get(&self, key: &(Digest, Digest)) -> Option<Arc<Changes>> {
+        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(key).cloned()
+    }
+
+    fn put(&self, key: (Digest, Digest), changes: Arc<Changes>) {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= CACHE_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, changes);
+    }
+}
+
+/// What the change computations need besides the store.
+pub struct Context<'a> {
+    pub classifier: &'a Classifier,
+    pub cache: &'a DriftCache,
+}
+
+/// A tool of a stored listing, parsed.
+#[derive(Debug, Clone)]
+pub struct LoadedTool {
+    pub name: String,
+    pub canonical_digest: Digest,
+    pub definition: Value,
+}
+
+/// The named, well-formed tools of an observation, in listing order,
+/// parsed from the bytes the server sent (malformed ones were reported as
+/// problems when observed and take no part in drift).
+pub fn load_tools(
+    store: &impl Store,
+    observation: &Observation,
+) -> Result<Vec<LoadedTool>, Failure> {
+    let id = observation.summary.id;
+    let mut tools = Vec::new();
+    for entry in &observation.tools {
+        let (Some(name), Some(canonical_digest)) = (&entry.name, entry.canonical_digest) else {
+            continue;
+        };
+        let raw = store.raw_tool(&entry.raw_digest)?.ok_or_else(|| {
+            Failure::Internal(format!(
+                "observation {id}: the raw bytes {} are missing from the store",
+                entry.raw_digest
+            ))
+        })?;
+        if let Ok(definition) = parse_tool(&raw) {
+            tools.push(LoadedTool {
+                name: name.clone(),
+                canonical_digest,
+                definition,
+            });
+        }
+    }
+    Ok(tools)
+}
+
+fn read_observation(store: &impl Store, id: ObservationId) -> Result<Observation, Failure> {
+    store
+        .observation(id)?
+        .ok_or_else(|| Failure::NotFound(format!("there is no observation {id}")))
+}
+
+/// The sorted (name, version) pairs of a listing: equal pairs, equal drift
+/// (none).
+fn versions(o: &Observation) -> Vec<(&str, Digest)> {
+    let mut v: Vec<(&str, Digest)> = o
+        .tools
+        .iter()
+        .filter_map(|t| Some((t.name.as_deref()?, t.canonical_digest?)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The changes from `old` to `new`, two successful observations.
+pub fn changes_between(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    old: &ObservationSummary,
+    new: &ObservationSummary,
+) -> Result<Arc<Changes>, Failure> {
+    let (Some(old_set), Some(new_set)) = (old.tool_set, new.tool_set) else {
+        return Ok(Arc::default());
+    };
+    if old_set == new_set {
+        return Ok(Arc::default());
+    }
+    let key = (old_set, new_set);
+    if let Some(hit) = ctx.cache.get(&key) {
+        return Ok(hit);
+    }
+    let old_obs = read_observation(store, old.id)?;
+    let new_obs = read_observation(store, new.id)?;
+    let changes = if versions(&old_obs) == versions(&new_obs) {
+        Changes::default()
+    } else {
+        let old_tools = load_tools(store, &old_obs)?;
+        let new_tools = load_tools(store, &new_obs)?;
+        fn view(tools: &[LoadedTool]) -> Vec<Tool<'_>> {
+            tools
+                .iter()
+                .map(|t| Tool {
+                    name: &t.name,
+                    definition: &t.definition,
+                })
+                .collect()
+        }
+        let d = drift(ctx.classifier, &view(&old_tools), &view(&new_tools));
+        let tools: Vec<ToolDrift> = d
+            .tools
+            .into_iter()
+            .filter(|t| t.change != Change::Unchanged)
+            .collect();
+        Changes {
+            severity: if tools.is_empty() {
+                Severity::None
+            } else {
+                d.severity
+            },
+            tools,
+        }
+    };
+    let changes = Arc::new(changes);
+    ctx.cache.put(key, Arc::clone(&changes));
+    Ok(changes)
+}
+
+/// One observation of a timeline with its changes.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub summary: ObservationSummary,
+    /// The previous successful observation, for a successful one that has
+    /// one; `None` for a failure and for the first success (the baseline).
+    pub previous: Option<ObservationId>,
+    pub changes: Arc<Changes>,
+}
+
+/// The server's whole timeline, oldest first, each observation with its
+/// changes.
+pub fn timeline(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<Vec<Step>, Failure> {
+    let mut summaries = store.timeline(server, u32::MAX)?;
+    summaries.reverse();
+    let mut steps = Vec::with_capacity(summaries.len());
+    let mut last_ok: Option<ObservationSummary> = None;
+    for summary in summaries {
+        if !summary.outcome.is_ok() {
+            steps.push(Step {
+                summary,
+                previous: None,
+                changes: Arc::default(),
+            });
+            continue;
+        }
+        let (previous, changes) = match &last_ok {
+            Some(prev) => (Some(prev.id), changes_between(store, ctx, prev, &summary)?),
+            None => (None, Arc::default()),
+        };
+        last_ok = Some(summary.clone());
+        steps.push(Step {
+            summary,
+            previous,
+            changes,
+        });
+    }
+    Ok(steps)
+}
+
+/// The observation `id` of `server` (404 when there is none, or it is
+/// another server's).
+pub fn observation_of(
+    store: &impl Store,
+    server: &str,
+    id: ObservationId,
+) -> Result<Observation, Failure> {
+    match store.observation(id)? {
+        Some(o) if o.summary.server == server => Ok(o),
+        _ => Err(Failure::NotFound(format!(
+            "server {server:?} has no observation {id}"
+        ))),
+    }
+}
+
+/// One observation with its changes.
+pub fn step(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    summary: &ObservationSummary,
+) -> Result<Step, Failure> {
+    if !summary.outcome.is_ok() {
+        return Ok(Step {
+            summary: summary.clone(),
+            previous: None,
+            changes: Arc::default(),
+        });
+    }
+    let previous = store.latest_successful(&summary.server, Some(summary.id))?;
+    let changes = match &previous {
+        Some(prev) => changes_between(store, ctx, prev, summary)?,
+        None => Arc::default(),
+    };
+    Ok(Step {
+        summary: summary.clone(),
+        previous: previous.map(|p| p.id),
+        changes,
+    })
+}
+
+/// Everything about one change.
+#[derive(Debug, Clone)]
+pub struct ChangeDetail {
+    pub observation: Observation,
+    pub previous: ObservationSummary,
+    pub drift: ToolDrift,
+    /// The tool before (for a rename, under its old name); `None` when
+    /// added.
+    pub old: Option<LoadedTool>,
+    /// The tool after; `None` when removed.
+    pub new: Option<LoadedTool>,
+}
+
+/// The change to `tool` at observation `id` of `server`.
+pub fn change(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    server: &str,
+    id: ObservationId,
+    tool: &str,
+) -> Result<ChangeDetail, Failure> {
+    let observation = observation_of(store, server, id)?;
+    let not_found = || {
+        Failure::NotFound(format!(
+            "observation {id} of server {server:?} has no change to tool {tool:?}"
+        ))
+    };
+    if !observation.summary.outcome.is_ok() {
+        return Err(not_found());
+    }
+    let previous = store
+        .latest_successful(server, Some(id))?
+        .ok_or_else(not_found)?;
+    let changes = changes_between(store, ctx, &previous, &observation.summary)?;
+    let drift = changes
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .cloned()
+        .ok_or_else(not_found)?;
+    let old_name = match &drift.change {
+        Change::Renamed { from } => from.as_str(),
+        _ => tool,
+    };
+    let old = match drift.change {
+        Change::Added => None,
+        _ => {
+            let prev = read_observation(store, previous.id)?;
+            load_tools(store, &prev)?
+                .into_iter()
+                .find(|t| t.name == old_name)
+        }
+    };
+    let new = match drift.change {
+        Change::Removed => None,
+        _ => load_tools(store, &observation)?
+            .into_iter()
+            .find(|t| t.name == tool),
+    };
+    Ok(ChangeDetail {
+        observation,
+        previous,
+        drift,
+        old,
+        new,
+    })
+}
+
+/// What accepting the change does to the baseline: the tool's new version
+/// (for a rename, under its new name, the old name removed), or, for a
+/// removal, no version.
+pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failure> {
+    let name = detail.drift.name.clone();
+    let set = || -> Result<BaselineEdit, Failure> {
+        let new = detail.new.as_ref().ok_or_else(|| {
+            Failure::Internal(format!("the new version of tool {name:?} is missing"))
+        })?;
+        Ok(BaselineEdit::Set {
+            tool: name.clone(),
+            canonical_digest: new.canonical_digest,
+        })
+    };
+    Ok(match &detail.drift.change {
+        Change::Added | Change::Changed => vec![set()?],
+        Change::Removed => vec![BaselineEdit::Remove { tool: name.clone() }],
+        Change::Renamed { from } => vec![BaselineEdit::Remove { tool: from.clone() }, set()?],
+        Change::Unchanged => Vec::new(),
+    })
+}
+
+/// A server's verdicts, by (observation, tool).
+pub fn reviews(
+    store: &impl Store,
+    server: &str,
+) -> Result<BTreeMap<(ObservationId, String), Review>, Failure> {
+    Ok(store
+        .reviews(server)?
+        .into_iter()
+        .map(|r| ((r.observation, r.tool.clone()), r))
+        .collect())
+}
+
+/// One line of the overview.
+#[derive(Debug, Clone)]
+pub struct ServerOverview {
+    pub name: String,
+    /// The identity object as registered (canonical JSON).
+    pub identity: String,
+    /// The latest observation, successful or not.
+    pub last: Option<ObservationSummary>,
+    /// How many tools the latest successful observation listed.
+    pub tool_count: Option<u32>,
+    /// Changes over the whole history, and those nobody reviewed yet.
+    pub changes: usize,
+    pub unreviewed: usize,
+    /// The worst unreviewed change's severity.
+    pub worst_unreviewed: Option<Severity>,
+    /// When the latest observation with a change finished.
+    pub last_drift_at_ms: Option<i64>,
+}
+
+/// Every server, by name.
+pub fn overview(store: &impl Store, ctx: &Context<'_>) -> Result<Vec<ServerOverview>, Failure> {
+    store
+        .servers()?
+        .into_iter()
+        .map(|server| server_overview(store, ctx, server))
+        .collect()
+}
+
+/// One server's line of the overview.
+pub fn server_overview(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    server: Server,
+) -> Result<ServerOverview, Failure> {
+    let steps = timeline(store, ctx, &server.name)?;
+    let reviewed: BTreeSet<(ObservationId, String)> =
+        reviews(store, &server.name)?.into_keys().collect();
+    let mut row = ServerOverview {
+        name: server.name,
+        identity: server.identity,
+        last: steps.last().map(|s| s.summary.clone()),
+        tool_count: steps
+            .iter()
+            .rev()
+            .find(|s| s.summary.outcome.is_ok())
+            .map(|s| s.summary.tool_count),
+        changes: 0,
+        unreviewed: 0,
+        worst_unreviewed: None,
+        last_drift_at_ms: None,
+    };
+    for step in &steps {
+        if !step.changes.is_empty() {
+            row.last_drift_at_ms = Some(step.summary.finished_at_ms);
+        }
+        for t in &step.changes.tools {
+            row.changes += 1;
+            if !reviewed.contains(&(step.summary.id, t.name.clone())) {
+                row.unreviewed += 1;
+                let s = t.classification.severity;
+                row.worst_unreviewed = Some(row.worst_unreviewed.map_or(s, |w| w.max(s)));
+            }
+        }
+    }
+    Ok(row)
+}
+
+/// The server called `name` (404 when the store has none).
+pub fn server(store: &impl Store, name: &str) -> Result<Server, Failure> {
+    store
+        .servers()?
+        .into_iter()
+        .find(|s| s.name == name)
+        .ok_or_else(|| Failure::NotFound(format!("there is no server {name:?} in the store")))
+}
+
+/// How the overview is ordered (`?sort=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    /// Newest drift first, servers that never drifted last (the default).
+    Drift,
+    /// Worst unreviewed change first.
+    Severity,
+    /// Most unreviewed changes first.
+    Unreviewed,
+    /// Latest observation first.
+    Observed,
+    /// By name.
+    Name,
+}
+
+impl Sort {
+    pub const ALL: [Sort; 5] = [
+        Sort::Drift,
+        Sort::Severity,
+        Sort::Unreviewed,
+        Sort::Observed,
+        Sort::Name,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sort::Drift => "drift",
+            Sort::Severity => "severity",
+            Sort::Unreviewed => "unreviewed",
+            Sort::Observed => "observed",
+            Sort::Name => "name",
+        }
+    }
+
+    /// The order `s` names; `None` for an unknown one.
+    pub fn parse(s: &str) -> Option<Sort> {
+        Sort::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Orders overview rows; ties are broken by name, so the order is total.
+pub fn sort(rows: &mut [ServerOverview], by: Sort) {
+    rows.sort_by(|a, b| {
+        let primary = match by {
+            Sort::Drift => b.last_drift_at_ms.cmp(&a.last_drift_at_ms),
+            Sort::Severity => b
+                .worst_unreviewed
+                .cmp(&a.worst_unreviewed)
+                .then(b.unreviewed.cmp(&a.unreviewed)),
+            Sort::Unreviewed => b.unreviewed.cmp(&a.unreviewed),
+            Sort::Observed => b
+                .last
+                .as_ref()
+                .map(|o| o.finished_at_ms)
+                .cmp(&a.last.as_ref().map(|o| o.finished_at_ms)),
+            Sort::Name => std::cmp::Ordering::Equal,
+        };
+        primary.then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        name: &str,
+        drift: Option<i64>,
+        worst: Option<Severity>,
+        unreviewed: usize,
+    ) -> ServerOverview {
+        ServerOverview {
+            name: name.into(),
+            identity: "{}".into(),
+            last: None,
+            tool_count: None,
+            changes: unreviewed,
+            unreviewed,
+            worst_unreviewed: worst,
+            last_drift_at_ms: drift,
+        }
+    }
+
+    #[test]
+    fn the_overview_sorts_newest_drift_first_by_default_and_ties_by_name() {
+        let mut rows = vec![
+            row("quiet", None, None, 0),
+            row("old", Some(10), Some(Severity::Critical), 1),
+            row("new", Some(20), Some(Severity::Low), 3),
+            row("also-quiet", None, None, 0),
+        ];
+        let names =
+            |rows: &[ServerOverview]| rows.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+        sort(&mut rows, Sort::Drift);
+        assert_eq!(names(&rows), ["new", "old", "also-quiet", "quiet"]);
+        sort(&mut rows, Sort::Severity);
+        assert_eq!(names(&rows), ["old", "new", "also-quiet", "quiet"]);
+        sort(&mut rows, Sort::Unreviewed);
+        assert_eq!(names(&rows), ["new", "old", "also-quiet", "quiet"]);
+        sort(&mut rows, Sort::Name);
+        assert_eq!(names(&rows), ["also-quiet", "new", "old", "quiet"]);
+        for s in Sort::ALL {
+            assert_eq!(Sort::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(Sort::parse("bogus"), None);
+    }
+}

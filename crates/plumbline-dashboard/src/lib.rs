@@ -1,0 +1,229 @@
+//! Plumbline's dashboard: server-rendered pages and a JSON API over the
+//! store, for reviewing drift and accepting changes into a baseline.
+//!
+//! [`router`] builds the whole application from an [`AppState`]; the CLI's
+//! `plumbline serve` binds it (see [`check_listen`] for when it refuses
+//! to). Pages and API read the same views: every server with its latest
+//! observation and its worst unreviewed change; a server's timeline; an
+//! observation's tools and changes; a change with its old and new
+//! definitions side by side, a word diff of each changed field and each
+//! fired rule's evidence highlighted in place; a tool's history; the rule
+//! documents. A *change* is one tool's drift (added, removed, renamed or
+//! changed) between an observation and the server's previous successful
+//! one, computed with `plumbline-drift` exactly as `plumbline observe`
+//! computes it.
+//!
+//! # Safety of what is shown
+//!
+//! Every string from a server reaches HTML through maud, which escapes it,
+//! and through [`text`], which draws invisible and bidi code points as
+//! badges. No page has a script. Every response carries a strict
+//! Content-Security-Policy, `X-Content-Type-Options: nosniff` and
+//! `Referrer-Policy: no-referrer`.
+//!
+//! # Access
+//!
+//! With a token configured, every request (page, API, stylesheet) needs
+//! it: `Authorization: Bearer <token>`, or the session cookie a browser
+//! gets by opening any page with `?token=<token>` once. Review forms carry
+//! a per-process token against cross-site request forgery, and requests
+//! that a browser marks cross-site are refused.
+
+pub mod api;
+mod auth;
+pub mod changes;
+mod error;
+pub mod links;
+pub mod markdown;
+pub mod pages;
+pub mod text;
+pub mod worddiff;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::extract::Request;
+use axum::http::{header, HeaderValue};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+use plumbline_store::{SqliteStore, StoreError};
+use plumbline_taxonomy::Classifier;
+
+pub use auth::{constant_time_eq, SESSION_COOKIE};
+pub use error::Failure;
+
+/// The Content-Security-Policy of every response: nothing but our own
+/// stylesheet and images, no script at all, no framing.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// What `plumbline serve` was told.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The access token; `None` (or empty) for none, allowed on loopback
+    /// addresses only ([`check_listen`]).
+    pub token: Option<String>,
+    /// The reviewer name review forms start with.
+    pub reviewer: String,
+}
+
+/// Errors setting the dashboard up.
+#[derive(Debug, thiserror::Error)]
+pub enum DashboardError {
+    #[error(
+        "refusing to listen on {addr}: it is not a loopback address, and without a token \
+         anyone who can reach it could read the store and accept changes; \
+         set --token or PLUMBLINE_TOKEN"
+    )]
+    TokenRequired { addr: SocketAddr },
+
+    #[error("cannot get random bytes for the form tokens")]
+    Random(#[source] getrandom::Error),
+
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Whether the dashboard may listen on `addr` with this token: a
+/// non-loopback address needs a (non-empty) token, since anyone who can
+/// reach it could otherwise read the store and accept changes.
+pub fn check_listen(addr: SocketAddr, token: Option<&str>) -> Result<(), DashboardError> {
+    let has_token = token.is_some_and(|t| !t.is_empty());
+    if addr.ip().is_loopback() || has_token {
+        Ok(())
+    } else {
+        Err(DashboardError::TokenRequired { addr })
+    }
+}
+
+/// Everything the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// One connection, used on blocking threads one request at a time;
+    /// SQLite's WAL lets the watcher write meanwhile.
+    store: Mutex<SqliteStore>,
+    pub(crate) classifier: Classifier,
+    pub(crate) drift_cache: changes::DriftCache,
+    pub(crate) access: auth::Access,
+    pub(crate) reviewer: String,
+}
+
+impl AppState {
+    /// The dashboard over `store`.
+    pub fn new(store: SqliteStore, options: Options) -> Result<AppState, DashboardError> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(DashboardError::Random)?;
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                store: Mutex::new(store),
+                classifier: Classifier::default(),
+                drift_cache: changes::DriftCache::default(),
+                access: auth::Access::new(options.token.filter(|t| !t.is_empty()), &secret),
+                reviewer: options.reviewer,
+            }),
+        })
+    }
+
+    /// The dashboard over the store file at `path`.
+    pub fn open(path: &Path, options: Options) -> Result<AppState, DashboardError> {
+        AppState::new(SqliteStore::open(path)?, options)
+    }
+
+    /// The token review forms must carry (the same for every form of this
+    /// process).
+    pub fn form_token(&self) -> &str {
+        self.inner.access.form_token()
+    }
+
+    /// Runs `f` with the store on a blocking thread.
+    pub(crate) async fn with_store<T, F>(&self, f: F) -> Result<T, Failure>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut SqliteStore, &Inner) -> Result<T, Failure> + Send + 'static,
+    {
+        let state = self.clone();
+        tokio::task::spawn_blocking(move || {
+            // A panic while holding the lock leaves the connection usable
+            // (SQLite rolls back an unfinished transaction), so a poisoned
+            // lock is taken over rather than failing every later request.
+            let mut store = state
+                .inner
+                .store
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            f(&mut store, &state.inner)
+        })
+        .await
+        .map_err(|e| Failure::Internal(format!("a store task failed: {e}")))?
+    }
+}
+
+/// The whole dashboard: pages, stylesheet, JSON API, with the access check
+/// and the security headers around all of it.
+pub fn router(state: AppState) -> Router {
+    pages::routes()
+        .merge(api::routes())
+        .fallback(pages::not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_access,
+        ))
+        .layer(middleware::from_fn(security_headers))
+        .with_state(state)
+}
+
+/// Adds the security headers to every response, errors included.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn loopback_needs_no_token() {
+        for a in ["127.0.0.1:8077", "127.3.2.1:1", "[::1]:8077"] {
+            assert!(check_listen(addr(a), None).is_ok(), "{a}");
+        }
+    }
+
+    #[test]
+    fn any_other_address_needs_a_non_empty_token() {
+        for a in [
+            "0.0.0.0:8077",
+            "[::]:8077",
+            "192.0.2.10:80",
+            "[2001:db8::1]:80",
+        ] {
+            let err = check_listen(addr(a), None).expect_err(a);
+            assert!(err.to_string().contains("PLUMBLINE_TOKEN"), "{err}");
+            assert!(check_listen(addr(a), Some("")).is_err(), "{a}");
+            assert!(check_listen(addr(a), Some("s3cret-token")).is_ok(), "{a}");
+        }
+    }
+}
