@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plumbline_alert::{post_body, run_hook_with, Alert, AlertKind, Retry, WebhookFormat};
-use plumbline_mcp::{Limits, Session};
+use plumbline_mcp::{HttpClient, Limits, Session};
 use plumbline_store::{NewAlert, ObservationId, SqliteStore, Store};
 use plumbline_taxonomy::{Classifier, Severity};
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -473,6 +473,8 @@ fn raise_open_file_limit() {
 /// What every worker shares.
 struct WorkerContext {
     limits: Limits,
+    /// One connection pool and TLS configuration for every HTTP session.
+    http: HttpClient,
     /// Bounds the servers being connected to and listed at once (an idle
     /// open session holds no permit).
     gate: Semaphore,
@@ -486,8 +488,10 @@ impl WorkerContext {
         tx: mpsc::Sender<Collected>,
         metrics: Arc<Metrics>,
     ) -> Result<WorkerContext> {
+        let limits = config.limits.limits()?;
         Ok(WorkerContext {
-            limits: config.limits.limits()?,
+            http: HttpClient::new(&limits).context("building the HTTP client")?,
+            limits,
             gate: Semaphore::new(config.watch.concurrency.unwrap_or(16).max(1)),
             tx,
             metrics,
@@ -633,7 +637,7 @@ async fn connect_and_list(
     let started_at_ms = now_ms();
     let (result, session) = match server.spec() {
         Err(e) => (Err(format!("{e:#}")), None),
-        Ok(spec) => match Session::open(&spec, &ctx.limits).await {
+        Ok(spec) => match Session::open_with(&spec, &ctx.limits, &ctx.http).await {
             Err(e) => (Err(e.to_string()), None),
             Ok(mut session) => match session.list().await {
                 Ok(listing) => (Ok(listing), Some(session)),

@@ -46,8 +46,22 @@ pub(crate) fn client(limits: &Limits) -> Result<Client, ListError> {
         .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)).into())
 }
 
+/// An HTTP client for many connections: one connection pool and one TLS
+/// configuration (its root certificates alone weigh about 100 kB) shared
+/// by every HTTP and SSE session opened with it, where each listing
+/// otherwise builds its own. Cheap to clone; use it within the tokio
+/// runtime it was first used in, as its pooled connections belong there.
+#[derive(Clone)]
+pub struct HttpClient(pub(crate) Client);
+
+impl HttpClient {
+    pub fn new(limits: &Limits) -> Result<HttpClient, ListError> {
+        client(limits).map(HttpClient)
+    }
+}
+
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
-    let mut t = HttpTransport::new(spec, limits)?;
+    let mut t = HttpTransport::new(spec, limits, client(limits)?)?;
     let result = protocol::list(&mut t, limits).await;
     t.shutdown().await;
     result
@@ -125,9 +139,9 @@ pub(crate) fn timeout_error(stage: &'static str, started: Instant, deadline: Ins
 }
 
 impl HttpTransport {
-    pub(crate) fn new(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
+    pub(crate) fn new(spec: &HttpSpec, limits: &Limits, client: Client) -> Result<Self, ListError> {
         Ok(HttpTransport {
-            client: client(limits)?,
+            client,
             url: spec.url.clone(),
             headers: extra_headers(spec)?,
             session: None,

@@ -15,7 +15,7 @@ use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport,
 use crate::sse;
 
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
-    let mut t = SseTransport::connect(spec, limits).await?;
+    let mut t = SseTransport::connect(spec, limits, client(limits)?).await?;
     protocol::list(&mut t, limits).await
     // Dropping the transport closes the stream, which ends the session.
 }
@@ -36,8 +36,11 @@ fn io(e: reqwest::Error) -> ListError {
 }
 
 impl SseTransport {
-    pub(crate) async fn connect(spec: &HttpSpec, limits: &Limits) -> Result<Self, ListError> {
-        let client = client(limits)?;
+    pub(crate) async fn connect(
+        spec: &HttpSpec,
+        limits: &Limits,
+        client: Client,
+    ) -> Result<Self, ListError> {
         let headers = extra_headers(spec)?;
         let base = Url::parse(&spec.url).map_err(|e| ListErrorKind::Protocol {
             method: "configuration",

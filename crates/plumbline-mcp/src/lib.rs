@@ -23,7 +23,7 @@ mod sse;
 mod stdio;
 
 pub use error::ListError;
-pub use http::HttpSpec;
+pub use http::{HttpClient, HttpSpec};
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
 pub use session::Session;

@@ -2,7 +2,7 @@
 //! `notifications/tools/list_changed`, list again on the same connection.
 
 use crate::error::ListError;
-use crate::http::HttpTransport;
+use crate::http::{HttpClient, HttpTransport};
 use crate::legacy_sse::SseTransport;
 use crate::limits::Limits;
 use crate::listing::Listing;
@@ -43,10 +43,37 @@ impl Session {
     /// notification channel has it open when this returns, so a change
     /// announced from now on is heard.
     pub async fn open(server: &ServerSpec, limits: &Limits) -> Result<Session, ListError> {
+        Session::start(server, limits, None).await
+    }
+
+    /// [`Session::open`] with a shared HTTP client: a watcher with many
+    /// sessions open pays for one connection pool and TLS configuration,
+    /// not one each.
+    pub async fn open_with(
+        server: &ServerSpec,
+        limits: &Limits,
+        http: &HttpClient,
+    ) -> Result<Session, ListError> {
+        Session::start(server, limits, Some(http)).await
+    }
+
+    async fn start(
+        server: &ServerSpec,
+        limits: &Limits,
+        http: Option<&HttpClient>,
+    ) -> Result<Session, ListError> {
+        let client = || match http {
+            Some(h) => Ok(h.0.clone()),
+            None => HttpClient::new(limits).map(|h| h.0),
+        };
         let mut connection = match server {
             ServerSpec::Stdio(spec) => Connection::Stdio(StdioTransport::spawn(spec, limits)?),
-            ServerSpec::Http(spec) => Connection::Http(HttpTransport::new(spec, limits)?),
-            ServerSpec::Sse(spec) => Connection::Sse(SseTransport::connect(spec, limits).await?),
+            ServerSpec::Http(spec) => {
+                Connection::Http(HttpTransport::new(spec, limits, client()?)?)
+            }
+            ServerSpec::Sse(spec) => {
+                Connection::Sse(SseTransport::connect(spec, limits, client()?).await?)
+            }
         };
         let handshake = with_transport!(&mut connection, t => protocol::connect(t, limits).await);
         match handshake {
