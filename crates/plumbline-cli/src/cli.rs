@@ -179,6 +179,13 @@ pub struct CheckArgs {
     pub servers: Vec<String>,
     #[arg(long, value_name = "FILE", default_value = "plumbline.lock")]
     pub lock: PathBuf,
+    /// Compare with the baselines in the store (changes accepted on the
+    /// dashboard, else each server's first observation) instead of the
+    /// lock file.
+    #[arg(long, conflicts_with = "lock")]
+    pub against_store: bool,
+    #[command(flatten)]
+    pub store: StoreArg,
     /// Saved tools/list results instead of observing the servers.
     #[arg(long, value_name = "PATH")]
     pub tools: Option<PathBuf>,

@@ -273,7 +273,19 @@ pub fn check_outcome(results: &[ServerCheck], fail_on: Severity) -> Outcome {
 }
 
 pub fn check(args: &CheckArgs) -> Result<Outcome> {
-    let lock = LockFile::load(&args.lock)?;
+    // What the reports name as the baseline: the lock file, or the store.
+    let (lock, baseline_file) = if args.against_store {
+        let store = crate::commands::open_store(args.store.path.as_deref())?;
+        let path = store.path().to_path_buf();
+        (LockFile::from_store(&store, &args.servers)?, path)
+    } else {
+        (LockFile::load(&args.lock)?, args.lock.clone())
+    };
+    let source = if args.against_store {
+        format!("the baselines in {}", baseline_file.display())
+    } else {
+        baseline_file.display().to_string()
+    };
     let servers: Vec<String> = if args.servers.is_empty() {
         lock.servers.keys().cloned().collect()
     } else {
@@ -287,7 +299,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             results.push(ServerCheck {
                 server: server.clone(),
                 status: "unavailable",
-                error: Some(format!("{server:?} is not in {}", args.lock.display())),
+                error: Some(format!("{server:?} is not in {source}")),
                 drift: None,
             });
             continue;
@@ -351,19 +363,22 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     let mut out = io::stdout().lock();
     match args.format {
         CheckFormat::Sarif => {
-            serde_json::to_writer_pretty(&mut out, &crate::report::sarif(&results, &args.lock))?;
+            serde_json::to_writer_pretty(
+                &mut out,
+                &crate::report::sarif(&results, &baseline_file),
+            )?;
             writeln!(out)?;
         }
         CheckFormat::Markdown => {
             out.write_all(
-                crate::report::markdown(&results, outcome, args.fail_on, &args.lock).as_bytes(),
+                crate::report::markdown(&results, outcome, args.fail_on, &baseline_file).as_bytes(),
             )?;
         }
         CheckFormat::Json => {
             serde_json::to_writer(
                 &mut out,
                 &serde_json::json!({
-                    "lock": args.lock.display().to_string(),
+                    "lock": baseline_file.display().to_string(),
                     "taxonomy": lock.taxonomy,
                     "fail_on": args.fail_on,
                     "exit_code": crate::exit::code(outcome),
@@ -377,7 +392,12 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                 let name = for_terminal(&r.server, false);
                 match (&r.drift, &r.error) {
                     (Some(d), _) if d.changes().count() == 0 && d.duplicates.is_empty() => {
-                        writeln!(out, "{name}: matches the lock")?;
+                        let what = if args.against_store {
+                            "baseline"
+                        } else {
+                            "lock"
+                        };
+                        writeln!(out, "{name}: matches the {what}")?;
                     }
                     (Some(d), _) => {
                         writeln!(
@@ -402,9 +422,8 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             };
             writeln!(
                 out,
-                "{verdict} ({} servers checked against {})",
+                "{verdict} ({} servers checked against {source})",
                 results.len(),
-                args.lock.display()
             )?;
         }
     }

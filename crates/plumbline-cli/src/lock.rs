@@ -85,6 +85,44 @@ impl LockFile {
         }
     }
 
+    /// The store's baselines as a lock: every server with one (or those in
+    /// `only`), each tool at its accepted canonical version.
+    pub fn from_store(store: &impl plumbline_store::Store, only: &[String]) -> Result<LockFile> {
+        let mut lock = LockFile::new();
+        for server in store.servers()? {
+            if !only.is_empty() && !only.contains(&server.name) {
+                continue;
+            }
+            let Some(baseline) = store.baseline(&server.name)? else {
+                continue;
+            };
+            let mut tools = Vec::new();
+            for (name, tool) in baseline.tools {
+                let canonical = store
+                    .tool_version(&tool.canonical_digest)?
+                    .with_context(|| {
+                        format!(
+                            "{}: the baseline's version of {name:?} is missing from the store",
+                            server.name
+                        )
+                    })?;
+                tools.push(LockedTool {
+                    name,
+                    sha256: tool.canonical_digest.to_hex(),
+                    definition: String::from_utf8(canonical).context("canonical JSON is UTF-8")?,
+                });
+            }
+            lock.servers.insert(
+                server.name,
+                LockedServer {
+                    identity: server.identity,
+                    tools,
+                },
+            );
+        }
+        Ok(lock)
+    }
+
     pub fn load(path: &Path) -> Result<LockFile> {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{plumbline, text};
+use common::{plumbline, test_server, text};
 use serde_json::Value;
 
 /// A registry with the demo server at `phase` and, optionally, a server
@@ -258,18 +258,6 @@ fn discover_imports_every_client_without_copying_secrets() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
-}
-
-/// The workspace's test server, built beside this binary by a workspace
-/// test run (scripts/test).
-fn test_server() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run the workspace tests (scripts/test), which build it",
-        path.display()
-    );
-    path
 }
 
 #[test]

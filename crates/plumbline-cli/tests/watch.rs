@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{plumbline, text};
+use common::{plumbline, test_server, text, HttpServer};
 use serde_json::Value;
 
 /// Accepted webhook requests: (body, X-Plumbline-Signature).
@@ -252,68 +252,6 @@ fn an_alert_that_cannot_be_delivered_is_kept_and_delivered_once_later() {
     assert_eq!(got.len(), 1, "{got:?}");
     let v: Value = serde_json::from_slice(&got[0].0).expect("JSON");
     assert_eq!(v["severity"], "CRITICAL");
-}
-
-/// The workspace's test server, built beside this binary by a workspace
-/// test run (scripts/test).
-fn test_server() -> std::path::PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run the workspace tests (scripts/test), which build it",
-        path.display()
-    );
-    path
-}
-
-/// The test server over Streamable HTTP on 127.0.0.1, killed on drop.
-struct HttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl HttpServer {
-    fn start(args: &[&str]) -> HttpServer {
-        let mut child = std::process::Command::new(test_server())
-            .args(["--http", "127.0.0.1:0"])
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("test server starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("listening line");
-        let url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        HttpServer { child, url }
-    }
-
-    /// Moves the server to its next phase; it announces `list_changed`.
-    fn advance(&self) {
-        let base = self.url.trim_end_matches("/mcp");
-        let port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        write!(
-            stream,
-            "POST /control/advance HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 2"), "{response}");
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 const CLEAN: &str = r#"{"name":"add","description":"Adds two numbers.","inputSchema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}}}}"#;
