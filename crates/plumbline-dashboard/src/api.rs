@@ -291,6 +291,10 @@ struct ChangeDetailJson<'a> {
     evidence: Vec<EvidenceJson<'a>>,
     old: Option<VersionJson<'a>>,
     new: Option<VersionJson<'a>>,
+    /// Every copy of the name in the new listing, when it is listed more
+    /// than once (either side); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copies: Option<Vec<VersionJson<'a>>>,
 }
 
 fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeDetailJson<'a> {
@@ -316,6 +320,10 @@ fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeD
             .collect(),
         old: detail.old.as_ref().map(version),
         new: detail.new.as_ref().map(version),
+        copies: detail
+            .copies
+            .as_ref()
+            .map(|copies| copies.iter().map(version).collect()),
     }
 }
 
@@ -407,21 +415,36 @@ async fn baseline(
     Ok(Json(baseline.map(baseline_json)))
 }
 
+/// `?limit=N` on the observations list.
+#[derive(serde::Deserialize)]
+struct Limit {
+    limit: Option<usize>,
+}
+
+/// Observations listed when no limit is given, and the most at once.
+const DEFAULT_OBSERVATIONS: usize = 200;
+const MAX_OBSERVATIONS: usize = 10_000;
+
 async fn observations(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<Limit>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let limit = query
+        .limit
+        .unwrap_or(DEFAULT_OBSERVATIONS)
+        .clamp(1, MAX_OBSERVATIONS);
     let json = state
         .with_store(move |store, inner| {
             changes::server(&*store, &name)?;
-            let steps = changes::timeline(&*store, &ctx(inner), &name)?;
+            let (steps, more) = changes::recent(&*store, &ctx(inner), &name, limit)?;
             let reviews = changes::reviews(&*store, &name)?;
             let list: Vec<ObservationJson> = steps
                 .iter()
                 .rev()
                 .map(|s| ObservationJson::from(&s.summary, Some(s), Some(&reviews)))
                 .collect();
-            Ok(serde_json::json!({ "server": name, "observations": list }))
+            Ok(serde_json::json!({ "server": name, "observations": list, "more": more }))
         })
         .await?;
     Ok(Json(json))
@@ -701,7 +724,7 @@ pub(crate) fn tool_view(
     let baseline = store
         .baseline(server)?
         .and_then(|mut b| b.tools.remove(tool));
-    let changes_at = changes::timeline(store, &ctx(inner), server)?
+    let changes_at = changes::history(store, &ctx(inner), server)?
         .into_iter()
         .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
         .map(|s| s.summary.id)

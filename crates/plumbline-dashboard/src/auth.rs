@@ -6,8 +6,14 @@
 //! cookie that a browser receives by opening any URL with `?token=<token>`
 //! once (the answer sets an `HttpOnly; SameSite=Strict` cookie and
 //! redirects to the same URL without the token, so it leaves the address
-//! bar and history). The cookie holds a digest of the token, not the
-//! token. Every comparison is constant-time.
+//! bar and history). The cookie holds a digest of the token and of this
+//! process's secret, not the token, and lasts twelve hours at most. Every
+//! comparison is constant-time.
+//!
+//! **Rebinding.** Without a token the dashboard is bound to loopback, but a
+//! web page whose DNS name is rebound to 127.0.0.1 could still reach it; so
+//! without a token, a request must name a loopback host (`127.0.0.1`,
+//! `[::1]`, `localhost`) in `Host`.
 //!
 //! **Forgery.** Review forms carry a token derived from a random secret of
 //! this process; a cross-site page cannot read it, so it cannot build a
@@ -43,9 +49,12 @@ pub(crate) struct Access {
 
 impl Access {
     pub(crate) fn new(token: Option<String>, secret: &[u8; 32]) -> Access {
-        let session = token
-            .as_deref()
-            .map(|t| derive(b"plumbline dashboard session v1\0", t.as_bytes()));
+        // Bound to this process: a restart ends every browser session.
+        let session = token.as_deref().map(|t| {
+            let mut material = secret.to_vec();
+            material.extend_from_slice(t.as_bytes());
+            derive(b"plumbline dashboard session v2\0", &material)
+        });
         Access {
             token,
             session,
@@ -104,6 +113,15 @@ pub(crate) async fn require_access(
 ) -> Response {
     let access = &state.inner.access;
     let (Some(token), Some(session)) = (access.token.as_deref(), access.session.as_deref()) else {
+        if !names_loopback(request.headers()) {
+            return (
+                StatusCode::MISDIRECTED_REQUEST,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                "This dashboard answers only to a loopback host name (127.0.0.1, [::1], localhost); \
+                 serve it with --token to reach it by another name.\n",
+            )
+                .into_response();
+        }
         return next.run(request).await;
     };
     let headers = request.headers();
@@ -128,12 +146,41 @@ pub(crate) async fn require_access(
     unauthorized()
 }
 
+/// Whether the request's `Host` names a loopback address (or is absent, as
+/// from a non-browser client): a page rebound to 127.0.0.1 sends its own
+/// name.
+fn names_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        // [::1]:port
+        Some(rest) => rest.split_once(']').map_or(rest, |(ip, _)| ip),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// How long a browser session lasts.
+const SESSION_SECONDS: u32 = 12 * 3600;
+
 /// Sets the session cookie and sends the browser back to where it was
 /// going, without the token in the URL.
 fn login_redirect(path: &str, query: &[(String, String)], session: &str) -> Response {
     let rest: Vec<&(String, String)> = query.iter().filter(|(k, _)| k != TOKEN_PARAM).collect();
-    // `//host` would be a protocol-relative URL to another site.
-    let path = if path.starts_with('/') && !path.starts_with("//") {
+    // `//host` would be a protocol-relative URL to another site, and
+    // browsers read `/\host` as `//host`.
+    let path = if path.starts_with('/')
+        && !path.starts_with("//")
+        && !path.contains('\\')
+        && !path.chars().any(char::is_control)
+    {
         path
     } else {
         "/"
@@ -145,7 +192,9 @@ fn login_redirect(path: &str, query: &[(String, String)], session: &str) -> Resp
             location.push_str(&q);
         }
     }
-    let cookie = format!("{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict");
+    let cookie = format!(
+        "{SESSION_COOKIE}={session}; Path=/; Max-Age={SESSION_SECONDS}; HttpOnly; SameSite=Strict"
+    );
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
     if let (Ok(location), Ok(cookie)) = (
@@ -284,7 +333,49 @@ mod tests {
         let cookie = r.headers()[header::SET_COOKIE].to_str().expect("ascii");
         assert_eq!(
             cookie,
-            "plumbline_session=sess; Path=/; HttpOnly; SameSite=Strict"
+            "plumbline_session=sess; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict"
         );
+        // Browsers read `/\\host` as `//host`.
+        let r = login_redirect("/\\evil.example/", &q[..1], "sess");
+        assert_eq!(r.headers()[header::LOCATION], "/");
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_host_names_are_answered() {
+        let host = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_static(v));
+            names_loopback(&h)
+        };
+        for ok in [
+            "127.0.0.1:8077",
+            "127.0.0.2",
+            "[::1]:8077",
+            "localhost:8077",
+            "LOCALHOST",
+        ] {
+            assert!(host(ok), "{ok}");
+        }
+        for rebound in [
+            "rebind.evil.example:8077",
+            "evil.example",
+            "10.0.0.1:8077",
+            "[::2]:1",
+            "localhost.evil.example",
+        ] {
+            assert!(!host(rebound), "{rebound}");
+        }
+        assert!(
+            names_loopback(&HeaderMap::new()),
+            "a client that sends no Host"
+        );
+    }
+
+    #[test]
+    fn sessions_belong_to_one_process() {
+        let a = Access::new(Some("t".to_owned()), &[1; 32]);
+        let b = Access::new(Some("t".to_owned()), &[2; 32]);
+        assert_ne!(a.session, b.session);
+        assert_ne!(a.session.as_deref(), Some("t"));
     }
 }

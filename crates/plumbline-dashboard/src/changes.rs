@@ -40,23 +40,52 @@ impl Changes {
 }
 
 /// Drift between two tool sets, by their digests.
+///
+/// Two generations: when the young one fills, it becomes the old one and
+/// the previous old one is dropped; a hit in the old generation moves to
+/// the young one. So what is in use survives a refill, and memory stays
+/// within twice [`CACHE_ENTRIES`].
 #[derive(Default)]
 pub struct DriftCache {
-    map: Mutex<HashMap<(Digest, Digest), Arc<Changes>>>,
+    generations: Mutex<Generations>,
+}
+
+type Entries = HashMap<(Digest, Digest), Arc<Changes>>;
+
+#[derive(Default)]
+struct Generations {
+    young: Entries,
+    old: Entries,
 }
 
 impl DriftCache {
     fn get(&self, key: &(Digest, Digest)) -> Option<Arc<Changes>> {
-        let map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        map.get(key).cloned()
+        let mut g = self
+            .generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(hit) = g.young.get(key) {
+            return Some(Arc::clone(hit));
+        }
+        let hit = g.old.remove(key)?;
+        g.insert(*key, Arc::clone(&hit));
+        Some(hit)
     }
 
     fn put(&self, key: (Digest, Digest), changes: Arc<Changes>) {
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= CACHE_ENTRIES {
-            map.clear();
+        self.generations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, changes);
+    }
+}
+
+impl Generations {
+    fn insert(&mut self, key: (Digest, Digest), changes: Arc<Changes>) {
+        if self.young.len() >= CACHE_ENTRIES {
+            self.old = std::mem::take(&mut self.young);
         }
-        map.insert(key, changes);
+        self.young.insert(key, changes);
     }
 }
 
@@ -185,13 +214,46 @@ pub struct Step {
     pub changes: Arc<Changes>,
 }
 
-/// The server's whole timeline, oldest first, each observation with its
-/// changes.
-pub fn timeline(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<Vec<Step>, Failure> {
-    let mut summaries = store.timeline(server, u32::MAX)?;
+/// Every change in the server's history, oldest first: each successful
+/// observation whose tool set differs from the previous success's, with
+/// its changes. Reads the store's record of tool set changes, so it costs
+/// the number of changes, however many unchanged observations lie between.
+pub fn history(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<Vec<Step>, Failure> {
+    store
+        .tool_set_changes(server)?
+        .into_iter()
+        .map(|(new, old)| {
+            let changes = changes_between(store, ctx, &old, &new)?;
+            Ok(Step {
+                summary: new,
+                previous: Some(old.id),
+                changes,
+            })
+        })
+        .collect()
+}
+
+/// The server's latest `limit` observations, oldest first, each with its
+/// changes, and whether older ones exist.
+pub fn recent(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    server: &str,
+    limit: usize,
+) -> Result<(Vec<Step>, bool), Failure> {
+    let fetch = u32::try_from(limit.saturating_add(1)).unwrap_or(u32::MAX);
+    let mut summaries = store.timeline(server, fetch)?;
+    let more = summaries.len() > limit;
+    summaries.truncate(limit);
     summaries.reverse();
+    let changed: HashMap<ObservationId, ObservationSummary> = store
+        .tool_set_changes(server)?
+        .into_iter()
+        .map(|(new, old)| (new.id, old))
+        .collect();
     let mut steps = Vec::with_capacity(summaries.len());
-    let mut last_ok: Option<ObservationSummary> = None;
+    let mut last_ok: Option<ObservationId> = None;
+    let mut first_ok_seen = false;
     for summary in summaries {
         if !summary.outcome.is_ok() {
             steps.push(Step {
@@ -201,18 +263,27 @@ pub fn timeline(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<V
             });
             continue;
         }
-        let (previous, changes) = match &last_ok {
-            Some(prev) => (Some(prev.id), changes_between(store, ctx, prev, &summary)?),
-            None => (None, Arc::default()),
+        let previous = if first_ok_seen {
+            last_ok
+        } else {
+            // The success before the window, if any.
+            first_ok_seen = true;
+            store
+                .latest_successful(server, Some(summary.id))?
+                .map(|p| p.id)
         };
-        last_ok = Some(summary.clone());
+        let changes = match changed.get(&summary.id) {
+            Some(old) => changes_between(store, ctx, old, &summary)?,
+            None => Arc::default(),
+        };
+        last_ok = Some(summary.id);
         steps.push(Step {
             summary,
             previous,
             changes,
         });
     }
-    Ok(steps)
+    Ok((steps, more))
 }
 
 /// The observation `id` of `server` (404 when there is none, or it is
@@ -266,6 +337,10 @@ pub struct ChangeDetail {
     pub old: Option<LoadedTool>,
     /// The tool after; `None` when removed.
     pub new: Option<LoadedTool>,
+    /// When either listing carries the name more than once: every copy in
+    /// the new listing (clients differ on which one the model sees), and
+    /// `old` and `new` are the pair the drift compared.
+    pub copies: Option<Vec<LoadedTool>>,
 }
 
 /// The change to `tool` at observation `id` of `server`.
@@ -299,27 +374,41 @@ pub fn change(
         Change::Renamed { from } => from.as_str(),
         _ => tool,
     };
-    let old = match drift.change {
-        Change::Added => None,
-        _ => {
-            let prev = read_observation(store, previous.id)?;
-            load_tools(store, &prev)?
-                .into_iter()
-                .find(|t| t.name == old_name)
+    let before = load_tools(store, &read_observation(store, previous.id)?)?;
+    let after = load_tools(store, &observation)?;
+    let named = |tools: &[LoadedTool], name: &str| -> Vec<LoadedTool> {
+        tools.iter().filter(|t| t.name == name).cloned().collect()
+    };
+    // Pick the copies the drift paired: with a name listed more than once,
+    // copies pair in listing order and the rest were added or removed.
+    let (old_copies, new_copies) = (named(&before, old_name), named(&after, tool));
+    let (old, new) = match &drift.change {
+        Change::Added => (None, new_copies.get(named(&before, tool).len()).cloned()),
+        Change::Removed => (old_copies.get(named(&after, tool).len()).cloned(), None),
+        Change::Renamed { from } => (
+            old_copies.get(named(&after, from).len()).cloned(),
+            new_copies.get(named(&before, tool).len()).cloned(),
+        ),
+        Change::Changed | Change::Unchanged => {
+            let pair = old_copies
+                .iter()
+                .zip(&new_copies)
+                .position(|(a, b)| {
+                    ctx.classifier.classify(&a.definition, &b.definition) == drift.classification
+                })
+                .unwrap_or(0);
+            (old_copies.get(pair).cloned(), new_copies.get(pair).cloned())
         }
     };
-    let new = match drift.change {
-        Change::Removed => None,
-        _ => load_tools(store, &observation)?
-            .into_iter()
-            .find(|t| t.name == tool),
-    };
+    let duplicated = named(&before, tool).len() > 1 || new_copies.len() > 1 || old_copies.len() > 1;
+    let copies = duplicated.then_some(new_copies);
     Ok(ChangeDetail {
         observation,
         previous,
         drift,
         old,
         new,
+        copies,
     })
 }
 
@@ -328,6 +417,13 @@ pub fn change(
 /// removal, no version.
 pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failure> {
     let name = detail.drift.name.clone();
+    if detail.copies.is_some() {
+        // A baseline holds one version per name; which copy a client shows
+        // the model is not ours to guess.
+        return Err(Failure::BadRequest(format!(
+            "the listing carries {name:?} more than once, so no one version can be accepted; mark the change reviewed"
+        )));
+    }
     let set = || -> Result<BaselineEdit, Failure> {
         let new = detail.new.as_ref().ok_or_else(|| {
             Failure::Internal(format!("the new version of tool {name:?} is missing"))
@@ -391,18 +487,18 @@ pub fn server_overview(
     ctx: &Context<'_>,
     server: Server,
 ) -> Result<ServerOverview, Failure> {
-    let steps = timeline(store, ctx, &server.name)?;
+    let steps = history(store, ctx, &server.name)?;
     let reviewed: BTreeSet<(ObservationId, String)> =
         reviews(store, &server.name)?.into_keys().collect();
+    let last = store.timeline(&server.name, 1)?.into_iter().next();
+    let tool_count = store
+        .latest_successful(&server.name, None)?
+        .map(|s| s.tool_count);
     let mut row = ServerOverview {
         name: server.name,
         identity: server.identity,
-        last: steps.last().map(|s| s.summary.clone()),
-        tool_count: steps
-            .iter()
-            .rev()
-            .find(|s| s.summary.outcome.is_ok())
-            .map(|s| s.summary.tool_count),
+        last,
+        tool_count,
         changes: 0,
         unreviewed: 0,
         worst_unreviewed: None,

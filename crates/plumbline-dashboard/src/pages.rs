@@ -37,6 +37,9 @@ pub const STYLESHEET: &str = "/static/plumbline.css";
 /// How many observations a server page lists.
 const TIMELINE_ROWS: usize = 200;
 
+/// The most evidence highlights drawn in one field.
+const MAX_HIGHLIGHTS: usize = 1_000;
+
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(overview))
@@ -292,13 +295,12 @@ async fn server(
     let (server, steps, reviews, baseline, current) = state
         .with_store(move |store, inner| {
             let server = changes::server(&*store, &name)?;
-            let steps = changes::timeline(&*store, &ctx(inner), &name)?;
+            let steps = changes::recent(&*store, &ctx(inner), &name, TIMELINE_ROWS)?;
             let reviews = changes::reviews(&*store, &name)?;
             let baseline = store.baseline(&name)?;
-            let current: Vec<String> = match steps.iter().rev().find(|s| s.summary.outcome.is_ok())
-            {
+            let current: Vec<String> = match store.latest_successful(&name, None)? {
                 Some(s) => {
-                    let o = changes::observation_of(&*store, &name, s.summary.id)?;
+                    let o = changes::observation_of(&*store, &name, s.id)?;
                     let mut names: Vec<String> =
                         o.tools.into_iter().filter_map(|t| t.name).collect();
                     names.sort();
@@ -348,13 +350,13 @@ async fn server(
             }
             section {
                 h2 { "Timeline" }
-                @if steps.len() > TIMELINE_ROWS {
-                    p.muted { "The latest " (TIMELINE_ROWS) " of " (steps.len()) " observations." }
+                @if steps.1 {
+                    p.muted { "The latest " (TIMELINE_ROWS) " observations." }
                 }
                 table.timeline {
                     thead { tr { th { "Observation" } th { "Finished" } th { "Outcome" } th.num { "Tools" } th { "Changes" } } }
                     tbody {
-                        @for step in steps.iter().rev().take(TIMELINE_ROWS) {
+                        @for step in steps.0.iter().rev() {
                             @let o = &step.summary;
                             tr {
                                 td { a href=(links::observation(&name, o.id)) { "#" (o.id) } }
@@ -629,8 +631,12 @@ pub fn field_rows(
             });
             if let Some(r) = target {
                 let text = r.new.as_deref().unwrap_or("");
+                // A hostile description can repeat a needle without end;
+                // the rule is named on the field either way.
+                let room = MAX_HIGHLIGHTS.saturating_sub(r.highlights.len());
                 let found: Vec<Range<usize>> = text
                     .match_indices(needle.as_str())
+                    .take(room)
                     .map(|(at, m)| at..at + m.len())
                     .collect();
                 r.highlights
@@ -706,7 +712,13 @@ async fn change(
     let (detail, review) = state
         .with_store(move |store, inner| api::change_view(&*store, inner, &name, &id, &tool))
         .await?;
-    Ok(change_page(&server, &detail, review.as_ref(), &state))
+    // Diffing and highlighting megabyte texts is CPU work: keep it off
+    // the threads that serve other requests.
+    let html =
+        tokio::task::spawn_blocking(move || change_page(&server, &detail, review.as_ref(), &state))
+            .await
+            .map_err(|e| Failure::Internal(format!("rendering the change page: {e}")))?;
+    Ok(html)
 }
 
 fn change_page(
@@ -799,6 +811,21 @@ fn change_page(
                     }
                 }
             }
+            @if let Some(copies) = &d.copies {
+                section.duplicates {
+                    h2 { "Every tool named " (line(&t.name)) }
+                    p.warning {
+                        "This listing carries " (copies.len()) " tools named " code { (line(&t.name)) }
+                        " (the previous one may too). Clients differ on which one the model sees, so each is shown; "
+                        "the diff above compares the copies paired in listing order. "
+                        "No single version can be accepted into the baseline."
+                    }
+                    @for (i, copy) in copies.iter().enumerate() {
+                        h3 { "Copy " (i + 1) " " code { (short(&copy.canonical_digest)) } }
+                        pre.json { (text::block(&pretty(&copy.definition))) }
+                    }
+                }
+            }
             section.review-form {
                 h2 { "Review" }
                 @match review {
@@ -814,7 +841,9 @@ fn change_page(
                     label { "Reviewer " input type="text" name="reviewer" value=(state.inner.reviewer) maxlength=(api::MAX_REVIEWER_CHARS) required; }
                     label { "Note " input type="text" name="note" maxlength=(api::MAX_NOTE_CHARS); }
                     button type="submit" name="status" value="reviewed" { "Mark reviewed" }
-                    button.accept type="submit" name="status" value="accepted" { "Accept into the baseline" }
+                    @if d.copies.is_none() {
+                        button.accept type="submit" name="status" value="accepted" { "Accept into the baseline" }
+                    }
                 }
                 p.muted {
                     "Accepting makes this version of the tool the server's baseline"

@@ -11,6 +11,8 @@
 //! Nothing here builds HTML by hand: every piece of text goes through
 //! maud's escaping, and no `PreEscaped` is used anywhere in this crate.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ops::Range;
 
 use maud::{html, Markup};
@@ -121,7 +123,21 @@ pub fn old_fragments(edits: &[Edit]) -> Vec<Fragment> {
 /// The new side of a diffed field: equal and inserted runs, split where
 /// an evidence highlight starts or ends. `highlights` are byte ranges of
 /// the new text with the rule that pointed at each.
+///
+/// One sweep over the runs and the highlights' boundaries: the rules in
+/// force are counted per rule as highlights open and close, so the cost is
+/// O((runs + highlights) log highlights) however the highlights overlap.
 pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> Vec<Fragment> {
+    let mut opening: Vec<&(Range<usize>, RuleId)> =
+        highlights.iter().filter(|(r, _)| r.start < r.end).collect();
+    opening.sort_unstable_by_key(|(r, _)| r.start);
+    let mut points: Vec<usize> = opening.iter().flat_map(|(r, _)| [r.start, r.end]).collect();
+    points.sort_unstable();
+    points.dedup();
+    let rule_index = |rule: RuleId| RuleId::ALL.iter().position(|r| *r == rule).unwrap_or(0);
+    let mut next = 0;
+    let mut open: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
+    let mut counts = [0u32; RuleId::ALL.len()];
     let mut out: Vec<Fragment> = Vec::new();
     for e in edits
         .iter()
@@ -132,25 +148,46 @@ pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> V
         } else {
             Mark::Inserted
         };
-        let mut cuts: Vec<usize> = vec![e.new.start, e.new.end];
-        for (r, _) in highlights {
-            for p in [r.start, r.end] {
-                if e.new.start < p && p < e.new.end {
-                    cuts.push(p);
+        let inside = points.partition_point(|p| *p <= e.new.start);
+        let cuts = std::iter::once(e.new.start)
+            .chain(
+                points[inside..]
+                    .iter()
+                    .copied()
+                    .take_while(|p| *p < e.new.end),
+            )
+            .chain(std::iter::once(e.new.end));
+        let mut from = None;
+        for cut in cuts {
+            let Some(start) = from.replace(cut) else {
+                continue;
+            };
+            let range = start..cut;
+            while let Some((r, rule)) = opening.get(next).copied() {
+                if r.start > range.start {
+                    break;
                 }
+                if r.end > range.start {
+                    counts[rule_index(*rule)] += 1;
+                    open.push(Reverse((r.end, rule_index(*rule))));
+                }
+                next += 1;
             }
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
-        for w in cuts.windows(2) {
-            let range = w[0]..w[1];
-            let mut rules: Vec<RuleId> = highlights
+            while let Some(Reverse((end, rule))) = open.peek().copied() {
+                if end > range.start {
+                    break;
+                }
+                counts[rule] -= 1;
+                open.pop();
+            }
+            // No boundary lies inside `range`, so every open highlight
+            // covers all of it.
+            let rules: Vec<RuleId> = RuleId::ALL
                 .iter()
-                .filter(|(r, _)| r.start <= range.start && range.end <= r.end)
-                .map(|(_, rule)| *rule)
+                .zip(counts)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, _)| *r)
                 .collect();
-            rules.sort_unstable();
-            rules.dedup();
             match out.last_mut() {
                 Some(last)
                     if last.mark == mark
@@ -290,5 +327,77 @@ mod tests {
         assert_eq!(join(old, &old_fragments(&edits)), old);
         let hl = [(0..3, RuleId::R03), (2..9, RuleId::R05)];
         assert_eq!(join(new, &new_fragments(&edits, &hl)), new);
+    }
+
+    /// The fragments by definition: cut each run at every highlight
+    /// boundary, and give each piece the rules of the highlights covering
+    /// it (quadratic; for checking the sweep).
+    fn reference(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> Vec<Fragment> {
+        let mut out: Vec<Fragment> = Vec::new();
+        for e in edits
+            .iter()
+            .filter(|e| e.op != Op::Delete && !e.new.is_empty())
+        {
+            let mark = if e.op == Op::Equal {
+                Mark::Same
+            } else {
+                Mark::Inserted
+            };
+            let mut cuts = vec![e.new.start, e.new.end];
+            for (r, _) in highlights {
+                for p in [r.start, r.end] {
+                    if e.new.start < p && p < e.new.end {
+                        cuts.push(p);
+                    }
+                }
+            }
+            cuts.sort_unstable();
+            cuts.dedup();
+            for w in cuts.windows(2) {
+                let range = w[0]..w[1];
+                let mut rules: Vec<RuleId> = highlights
+                    .iter()
+                    .filter(|(r, _)| r.start <= range.start && range.end <= r.end)
+                    .map(|(_, rule)| *rule)
+                    .collect();
+                rules.sort_unstable();
+                rules.dedup();
+                match out.last_mut() {
+                    Some(last)
+                        if last.mark == mark
+                            && last.rules == rules
+                            && last.range.end == range.start =>
+                    {
+                        last.range.end = range.end;
+                    }
+                    _ => out.push(Fragment { mark, rules, range }),
+                }
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_sweep_gives_the_fragments_by_definition(
+            old in "[ab ]{0,40}",
+            new in "[abc ]{0,40}",
+            spans in proptest::collection::vec((0usize..45, 0usize..12, 0usize..9), 0..12),
+        ) {
+            let edits = diff(&old, &new);
+            let highlights: Vec<(Range<usize>, RuleId)> = spans
+                .into_iter()
+                .map(|(start, len, rule)| {
+                    let start = start.min(new.len());
+                    (start..(start + len).min(new.len()), RuleId::ALL[rule])
+                })
+                .collect();
+            let got = new_fragments(&edits, &highlights);
+            let want = reference(&edits, &highlights);
+            proptest::prop_assert_eq!(
+                got.iter().map(|f| (f.mark, f.rules.clone(), f.range.clone())).collect::<Vec<_>>(),
+                want.iter().map(|f| (f.mark, f.rules.clone(), f.range.clone())).collect::<Vec<_>>()
+            );
+        }
     }
 }

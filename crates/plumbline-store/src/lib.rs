@@ -121,6 +121,15 @@ pub trait Store {
     /// A server's observations, newest first, at most `limit` of them.
     fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError>;
 
+    /// Where the server's tool set changed: each successful observation
+    /// whose tool set differs from the server's previous successful one,
+    /// paired with that one, oldest first. Recorded with each observation,
+    /// so this costs the number of changes, not of observations.
+    fn tool_set_changes(
+        &self,
+        server: &str,
+    ) -> Result<Vec<(ObservationSummary, ObservationSummary)>, StoreError>;
+
     /// One observation with its tools and problems; `None` if there is no
     /// observation with that id.
     fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError>;

@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_alerts.sql"),
     include_str!("migrations/0003_reviews.sql"),
+    include_str!("migrations/0004_tool_set_changes.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -536,6 +537,31 @@ impl Store for SqliteStore {
         .map_err(write_err("the observation"))?;
         let id = tx.last_insert_rowid();
 
+        if let Some(set) = tool_set_id {
+            // Inside the transaction, so the previous success is settled.
+            let previous: Option<(i64, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, tool_set_id FROM observations
+                     WHERE server_id = ?1 AND outcome = 'ok' AND id < ?2
+                     ORDER BY id DESC LIMIT 1",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![server_id, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(write_err("the previous observation"))?;
+            if let Some((previous_id, previous_set)) = previous {
+                if previous_set != set {
+                    tx.prepare_cached(
+                        "INSERT INTO tool_set_changes (observation_id, server_id, previous_id)
+                         VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut stmt| stmt.execute(params![id, server_id, previous_id]))
+                    .map_err(write_err("the tool set change"))?;
+                }
+            }
+        }
+
         if !problems.is_empty() {
             let mut stmt = tx
                 .prepare_cached(
@@ -568,6 +594,35 @@ impl Store for SqliteStore {
             "ORDER BY o.id DESC LIMIT ?2",
             params![server_id, limit],
         )
+    }
+
+    fn tool_set_changes(
+        &self,
+        server: &str,
+    ) -> Result<Vec<(ObservationSummary, ObservationSummary)>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the tool set changes of server {server:?}");
+        let pairs: Vec<(i64, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT observation_id, previous_id FROM tool_set_changes
+                 WHERE server_id = ?1 ORDER BY observation_id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        let summary = |id: i64| -> Result<ObservationSummary, StoreError> {
+            self.summaries(&what, "o.id = ?1", "", [id])?
+                .into_iter()
+                .next()
+                .ok_or_else(|| self.corrupt(format!("{what} name a missing observation {id}")))
+        };
+        pairs
+            .into_iter()
+            .map(|(new, old)| Ok((summary(new)?, summary(old)?)))
+            .collect()
     }
 
     fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError> {
@@ -1033,6 +1088,26 @@ impl SqliteStore {
         if status == ReviewStatus::Accepted {
             materialise_baseline(&tx, server_id, review.at_ms)
                 .map_err(write_err("the implicit baseline"))?;
+            // Accepting an older change after a newer one must not roll
+            // the baseline back behind the reviewer's back.
+            for edit in edits {
+                let (BaselineEdit::Set { tool, .. } | BaselineEdit::Remove { tool }) = edit;
+                let held: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT observation_id FROM baselines
+                         WHERE server_id = ?1 AND tool_name = ?2",
+                    )
+                    .and_then(|mut stmt| {
+                        stmt.query_row(params![server_id, tool], |row| row.get(0))
+                            .optional()
+                    })
+                    .map_err(write_err("the baseline"))?;
+                if let Some(held) = held.filter(|h| *h > review.observation.0) {
+                    return Err(invalid(&format!(
+                        "the baseline already holds a later version of {tool:?}, from observation {held}"
+                    )));
+                }
+            }
             for edit in edits {
                 match edit {
                     BaselineEdit::Set {

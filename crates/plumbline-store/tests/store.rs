@@ -822,4 +822,37 @@ mod reviews_and_baselines {
             .collect();
         assert_eq!(mine, [(second, "a".to_owned())]);
     }
+
+    #[test]
+    fn accepting_an_older_change_after_a_newer_one_is_refused() {
+        let (_dir, _path, mut store) = new_store();
+        let (_first, second) = history(&mut store);
+        const A3: &str = r#"{"name":"a","description":"Adds two numbers, fast."}"#;
+        let third = store
+            .record_observation(&ok_observation("docs", 4, vec![raw(A3), raw(B)]))
+            .expect("third");
+        let set = |text| BaselineEdit::Set {
+            tool: "a".into(),
+            canonical_digest: version(text),
+        };
+        store
+            .accept_change(&review(third, "a", "alice", 60), &[set(A3)])
+            .expect("the newer change");
+        let e = store
+            .accept_change(&review(second, "a", "bob", 70), &[set(A2)])
+            .expect_err("the older change would roll the baseline back");
+        assert!(
+            matches!(&e, StoreError::InvalidReview { .. })
+                && e.to_string().contains("later version"),
+            "{e}"
+        );
+        let baseline = store.baseline("docs").expect("read").expect("some");
+        assert_eq!(baseline.tools["a"].canonical_digest, version(A3));
+        // Nothing of the refused accept was written, not even its review.
+        assert!(store
+            .reviews("docs")
+            .expect("reviews")
+            .iter()
+            .all(|r| r.observation != second));
+    }
 }

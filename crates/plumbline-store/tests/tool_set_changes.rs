@@ -1,0 +1,75 @@
+//! Where a server's tool set changed: recorded with each observation, and
+//! filled in for observations recorded before schema version 4.
+
+mod support;
+
+use plumbline_store::{ObservationId, RawTool, SqliteStore, Store};
+use support::{failed_observation, ok_observation, tool_name};
+
+fn tools(description: &str) -> Vec<RawTool> {
+    let text = format!(
+        r#"{{"name":"search","description":"{description}","inputSchema":{{"type":"object"}}}}"#
+    );
+    vec![RawTool {
+        name: tool_name(text.as_bytes()),
+        raw: text.into_bytes(),
+    }]
+}
+
+/// A, A, failure, B, B, other server, A: two changes of "docs", each
+/// against the success just before it, failures and other servers aside.
+fn record(store: &mut SqliteStore) -> Vec<ObservationId> {
+    store.put_server("docs", "{}").unwrap();
+    store.put_server("other", "{}").unwrap();
+    let mut ids = Vec::new();
+    let mut rec = |o| ids.push(store.record_observation(&o).expect("recorded"));
+    rec(ok_observation("docs", 1, tools("A")));
+    rec(ok_observation("docs", 2, tools("A")));
+    rec(failed_observation("docs", 3, "connection refused"));
+    rec(ok_observation("docs", 4, tools("B")));
+    rec(ok_observation("docs", 5, tools("B")));
+    rec(ok_observation("other", 6, tools("C")));
+    rec(ok_observation("docs", 7, tools("A")));
+    ids
+}
+
+fn changes(store: &SqliteStore, server: &str) -> Vec<(ObservationId, ObservationId)> {
+    store
+        .tool_set_changes(server)
+        .expect("changes")
+        .into_iter()
+        .map(|(new, old)| (new.id, old.id))
+        .collect()
+}
+
+#[test]
+fn each_change_is_paired_with_the_success_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(dir.path().join("p.db")).unwrap();
+    let ids = record(&mut store);
+    assert_eq!(
+        changes(&store, "docs"),
+        [(ids[3], ids[1]), (ids[6], ids[4])]
+    );
+    assert_eq!(changes(&store, "other"), []);
+    let (new, old) = &store.tool_set_changes("docs").unwrap()[0];
+    assert_ne!(new.tool_set, old.tool_set);
+}
+
+#[test]
+fn a_store_from_before_version_4_has_its_changes_filled_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.db");
+    let ids = record(&mut SqliteStore::open(&path).unwrap());
+    // Take the file back to schema version 3, as an older Plumbline left it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE tool_set_changes; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(conn);
+    let store = SqliteStore::open(&path).expect("migrates");
+    assert_eq!(store.schema_version().unwrap(), 4);
+    assert_eq!(
+        changes(&store, "docs"),
+        [(ids[3], ids[1]), (ids[6], ids[4])]
+    );
+}
