@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step};
 use crate::error::{ApiError, Failure};
-use crate::links::utc;
+use crate::links::{self, utc};
 use crate::AppState;
 
 /// The OpenAPI document, kept by hand.
@@ -547,6 +547,7 @@ async fn change(
     State(state): State<AppState>,
     Path((name, id, tool)): Path<(String, String, String)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let tool = links::tool_name(tool);
     let json = state
         .with_store(move |store, inner| {
             let (detail, review) = change_view(&*store, inner, &name, &id, &tool)?;
@@ -663,6 +664,7 @@ async fn review(
     headers: HeaderMap,
     Json(body): Json<ReviewRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let tool = links::tool_name(tool);
     crate::auth::same_site(&headers)?;
     let verdict = Verdict {
         status: parse_status(&body.status)?,
@@ -744,6 +746,7 @@ async fn tool(
     State(state): State<AppState>,
     Path((name, tool)): Path<(String, String)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    let tool = links::tool_name(tool);
     let view = state
         .with_store(move |store, inner| tool_view(&*store, inner, &name, &tool))
         .await?;

@@ -19,6 +19,26 @@ pub fn segment(segment: &str) -> String {
     out
 }
 
+/// A tool name as one path segment. A browser resolves `.` and `..` as dot
+/// segments and an empty name leaves no segment, so those names, and any
+/// that starts with `~` (keeping the mapping reversible), travel with one
+/// `~` in front; [`tool_name`] takes it off.
+pub fn tool_segment(name: &str) -> String {
+    if name.is_empty() || name == "." || name == ".." || name.starts_with('~') {
+        segment(&format!("~{name}"))
+    } else {
+        segment(name)
+    }
+}
+
+/// The tool name that a (percent-decoded) path segment stands for.
+pub fn tool_name(segment: String) -> String {
+    match segment.strip_prefix('~') {
+        Some(rest) => rest.to_owned(),
+        None => segment,
+    }
+}
+
 pub fn server(server: &str) -> String {
     format!("/servers/{}", segment(server))
 }
@@ -29,7 +49,7 @@ pub fn observation(server: &str, id: ObservationId) -> String {
 
 /// A change: one tool's drift at an observation.
 pub fn change(server: &str, id: ObservationId, tool: &str) -> String {
-    format!("{}/tools/{}", observation(server, id), segment(tool))
+    format!("{}/tools/{}", observation(server, id), tool_segment(tool))
 }
 
 pub fn review(server: &str, id: ObservationId, tool: &str) -> String {
@@ -37,7 +57,7 @@ pub fn review(server: &str, id: ObservationId, tool: &str) -> String {
 }
 
 pub fn tool(server: &str, tool: &str) -> String {
-    format!("{}/tools/{}", self::server(server), segment(tool))
+    format!("{}/tools/{}", self::server(server), tool_segment(tool))
 }
 
 pub fn rule(rule: RuleId) -> String {
@@ -88,5 +108,35 @@ mod tests {
         assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
         assert_eq!(utc(1_796_220_239_999), "2026-12-02T14:03:59Z");
         assert_eq!(utc(-1000), "1969-12-31T23:59:59Z");
+    }
+
+    #[test]
+    fn every_tool_name_travels_as_one_segment_and_comes_back() {
+        for name in ["", ".", "..", "~", "~.", "~~x", "read_file", "a/b", "..."] {
+            let seg = tool_segment(name);
+            assert!(
+                !seg.is_empty() && seg != "." && seg != "..",
+                "{name:?} -> {seg:?}"
+            );
+            assert!(!seg.contains('/'), "{name:?} -> {seg:?}");
+            let decoded = percent_decode(&seg);
+            assert_eq!(tool_name(decoded), name, "{seg:?}");
+        }
+    }
+
+    fn percent_decode(s: &str) -> String {
+        let b = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'%' {
+                out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+                i += 3;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8(out).unwrap()
     }
 }

@@ -708,6 +708,7 @@ async fn change(
     State(state): State<AppState>,
     Path((name, id, tool)): Path<(String, String, String)>,
 ) -> Result<Html<String>, PageError> {
+    let tool = links::tool_name(tool);
     let server = name.clone();
     let (detail, review) = state
         .with_store(move |store, inner| api::change_view(&*store, inner, &name, &id, &tool))
@@ -871,6 +872,7 @@ async fn review(
     headers: HeaderMap,
     Form(form): Form<ReviewForm>,
 ) -> Result<Redirect, PageError> {
+    let tool = links::tool_name(tool);
     crate::auth::check_form(&state, &headers, &form.csrf)?;
     let status = api::parse_status(&form.status)?;
     let verdict = Verdict {
@@ -892,6 +894,7 @@ async fn tool(
     State(state): State<AppState>,
     Path((name, tool)): Path<(String, String)>,
 ) -> Result<Html<String>, PageError> {
+    let tool = links::tool_name(tool);
     let server = name.clone();
     let v = state
         .with_store(move |store, inner| api::tool_view(&*store, inner, &name, &tool))

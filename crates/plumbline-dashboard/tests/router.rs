@@ -1064,3 +1064,32 @@ async fn a_duplicated_name_shows_every_copy_and_cannot_be_accepted() {
     assert_eq!(accept.status, StatusCode::BAD_REQUEST, "{}", accept.body);
     let _ = (first, state);
 }
+
+/// Tools named `..`, `.` and `~x`: their links are single segments a
+/// browser keeps as they are, and lead to their own change pages.
+#[tokio::test]
+async fn dot_named_tools_have_working_links() {
+    const DOTS: &str = r#"{"name":"..","description":"Parent."}"#;
+    const DOT: &str = r#"{"name":".","description":"Self."}"#;
+    const TILDE: &str = r#"{"name":"~x","description":"Tilde."}"#;
+    let fx = seed();
+    let second = {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        store.put_server("dots", "{}").expect("server");
+        store
+            .record_observation(&observation("dots", T0, &[SEARCH]))
+            .expect("first");
+        store
+            .record_observation(&observation("dots", T0 + 1, &[SEARCH, DOTS, DOT, TILDE]))
+            .expect("second")
+    };
+    let (router, _) = app(&fx, None);
+    let page = get(&router, &format!("/servers/dots/observations/{}", second.0)).await;
+    for (segment, description) in [("~..", "Parent."), ("~.", "Self."), ("~~x", "Tilde.")] {
+        let href = format!("/servers/dots/observations/{}/tools/{segment}\"", second.0);
+        assert!(page.body.contains(&href), "{href} in {}", page.body);
+        let change = get(&router, href.trim_end_matches('"')).await;
+        assert_eq!(change.status, StatusCode::OK, "{segment}");
+        assert!(change.body.contains(description), "{segment}");
+    }
+}
