@@ -11,7 +11,7 @@ use crate::error::{excerpt, ListError, ListErrorKind};
 use crate::http::{client, extra_headers, timeout_error, HttpSpec};
 use crate::limits::Limits;
 use crate::listing::{Era, Listing};
-use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport, FOREVER};
+use crate::protocol::{self, parse_inbound, Announced, Inbound, Reply, Transport};
 use crate::sse;
 
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
@@ -28,7 +28,7 @@ pub(crate) struct SseTransport {
     parser: sse::Parser,
     queued: std::collections::VecDeque<sse::Event>,
     next_id: u64,
-    list_changed: bool,
+    announced: Announced,
 }
 
 fn io(e: reqwest::Error) -> ListError {
@@ -74,7 +74,7 @@ impl SseTransport {
             parser: sse::Parser::new(limits.max_message_bytes),
             queued: Default::default(),
             next_id: 0,
-            list_changed: false,
+            announced: Announced::default(),
         };
         // The first event tells where to send requests.
         loop {
@@ -141,32 +141,26 @@ impl SseTransport {
     }
 }
 
-impl SseTransport {
-    /// Reads and handles one event: a response is returned, a request
-    /// from the server answered, a notification noted.
-    async fn pump(
+impl protocol::Stream for SseTransport {
+    async fn send(&mut self, message: &Value, stage: &'static str) -> Result<(), ListError> {
+        self.post(message, stage).await
+    }
+
+    async fn receive(
         &mut self,
         stage: &'static str,
         started: Instant,
         deadline: Instant,
-    ) -> Result<Option<(Value, Reply)>, ListError> {
+    ) -> Result<Option<Inbound>, ListError> {
         let ev = self.next_event(stage, started, deadline).await?;
         if ev.event != "message" || ev.data.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
-        match parse_inbound(&ev.data, stage)? {
-            Inbound::Response { id, reply } => Ok(Some((id, reply))),
-            Inbound::Notification { method: m } => {
-                if m == "notifications/tools/list_changed" {
-                    self.list_changed = true;
-                }
-                Ok(None)
-            }
-            Inbound::Request { id: rid, method: m } => {
-                self.post(&answer_to(rid, &m), stage).await?;
-                Ok(None)
-            }
-        }
+        parse_inbound(&ev.data, stage).map(Some)
+    }
+
+    fn announced(&mut self) -> &mut Announced {
+        &mut self.announced
     }
 }
 
@@ -178,19 +172,7 @@ impl Transport for SseTransport {
         deadline: Instant,
     ) -> Result<Reply, ListError> {
         self.next_id += 1;
-        let id = self.next_id;
-        let started = Instant::now();
-        self.post(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-            method,
-        )
-        .await?;
-        loop {
-            match self.pump(method, started, deadline).await? {
-                Some((rid, reply)) if rid == json!(id) => return Ok(reply),
-                _ => continue,
-            }
-        }
+        protocol::request_on(self, self.next_id, method, params, deadline).await
     }
 
     async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError> {
@@ -202,7 +184,7 @@ impl Transport for SseTransport {
     }
 
     fn take_list_changed(&mut self) -> bool {
-        std::mem::take(&mut self.list_changed)
+        std::mem::take(&mut self.announced.list_changed)
     }
 
     fn negotiated(&mut self, _era: Era, _version: &str) {}
@@ -221,12 +203,6 @@ impl Transport for SseTransport {
     }
 
     async fn wait_list_changed(&mut self) -> Result<(), ListError> {
-        let started = Instant::now();
-        let never = started + FOREVER;
-        while !std::mem::take(&mut self.list_changed) {
-            self.pump("waiting for list_changed", started, never)
-                .await?;
-        }
-        Ok(())
+        protocol::wait_on(self).await
     }
 }

@@ -20,7 +20,7 @@ pub(crate) const STATELESS_VERSION: &str = "2026-07-28";
 /// A deadline that never comes: waiting for a notification has no end
 /// other than the notification, the connection closing, or the caller
 /// giving up.
-pub(crate) const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
+const FOREVER: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, Deserialize)]
@@ -142,6 +142,95 @@ pub(crate) trait Transport {
     /// the notification stream) ends. Cancel-safe: a caller may drop it at
     /// any await and call it, or `request`, again.
     async fn wait_list_changed(&mut self) -> Result<(), ListError>;
+}
+
+/// What a server has announced on a connection.
+#[derive(Debug, Default)]
+pub(crate) struct Announced {
+    /// `notifications/tools/list_changed`, since it was last taken.
+    pub list_changed: bool,
+    /// `notifications/subscriptions/acknowledged` (2026-07-28).
+    pub subscribed: bool,
+}
+
+impl Announced {
+    pub fn note(&mut self, method: &str) {
+        match method {
+            "notifications/tools/list_changed" => self.list_changed = true,
+            "notifications/subscriptions/acknowledged" => self.subscribed = true,
+            _ => {}
+        }
+    }
+}
+
+/// A connection whose answers, server requests and notifications arrive
+/// in order on one stream (stdio, legacy HTTP+SSE); [`pump`],
+/// [`request_on`] and [`wait_on`] make a [`Transport`] of it.
+pub(crate) trait Stream {
+    async fn send(&mut self, message: &Value, stage: &'static str) -> Result<(), ListError>;
+    /// The next message, or `None` for one that carries nothing (a blank
+    /// line, an event that is not a message), by `deadline`. Cancel-safe.
+    async fn receive(
+        &mut self,
+        stage: &'static str,
+        started: Instant,
+        deadline: Instant,
+    ) -> Result<Option<Inbound>, ListError>;
+    fn announced(&mut self) -> &mut Announced;
+}
+
+/// Reads and handles one message: a response is returned, a request from
+/// the server answered, a notification noted. Cancel-safe up to the
+/// answer to a server request.
+pub(crate) async fn pump<S: Stream>(
+    s: &mut S,
+    stage: &'static str,
+    started: Instant,
+    deadline: Instant,
+) -> Result<Option<(Value, Reply)>, ListError> {
+    match s.receive(stage, started, deadline).await? {
+        None => Ok(None),
+        Some(Inbound::Request { id, method }) => {
+            s.send(&answer_to(id, &method), stage).await?;
+            Ok(None)
+        }
+        Some(Inbound::Notification { method }) => {
+            s.announced().note(&method);
+            Ok(None)
+        }
+        Some(Inbound::Response { id, reply }) => Ok(Some((id, reply))),
+    }
+}
+
+/// Sends request `id` and waits, until `deadline`, for its answer.
+pub(crate) async fn request_on<S: Stream>(
+    s: &mut S,
+    id: u64,
+    method: &'static str,
+    params: Value,
+    deadline: Instant,
+) -> Result<Reply, ListError> {
+    let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    s.send(&message, method).await?;
+    let started = Instant::now();
+    loop {
+        match pump(s, method, started, deadline).await? {
+            Some((rid, reply)) if rid == json!(id) => return Ok(reply),
+            // An answer to an earlier request (a late reply to a probe
+            // that timed out): not ours any more.
+            _ => continue,
+        }
+    }
+}
+
+/// [`Transport::wait_list_changed`] on a stream.
+pub(crate) async fn wait_on<S: Stream>(s: &mut S) -> Result<(), ListError> {
+    let started = Instant::now();
+    let never = started + FOREVER;
+    while !std::mem::take(&mut s.announced().list_changed) {
+        pump(s, "waiting for list_changed", started, never).await?;
+    }
+    Ok(())
 }
 
 /// The capabilities we declare. Servers may list some tools only to

@@ -18,7 +18,7 @@ use crate::framing::read_line;
 use crate::limits::Limits;
 use crate::listing::Era;
 use crate::listing::Listing;
-use crate::protocol::{self, answer_to, parse_inbound, Inbound, Reply, Transport, FOREVER};
+use crate::protocol::{self, parse_inbound, Announced, Inbound, Reply, Transport};
 
 /// A server started as a local process.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -70,10 +70,8 @@ pub(crate) struct StdioTransport {
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     guard: GroupGuard,
     next_id: u64,
-    list_changed: bool,
+    announced: Announced,
     era: Era,
-    /// A `subscriptions/listen` was acknowledged.
-    subscribed: bool,
     /// Our `subscriptions/listen` is open: 2026-07-28 notifications come.
     listening: bool,
     max_message: usize,
@@ -137,9 +135,8 @@ impl StdioTransport {
             stderr_task: Some(stderr_task),
             guard,
             next_id: 0,
-            list_changed: false,
+            announced: Announced::default(),
             era: Era::Session,
-            subscribed: false,
             listening: false,
             max_message: limits.max_message_bytes,
             grace: limits.shutdown_grace,
@@ -215,16 +212,19 @@ impl StdioTransport {
     }
 }
 
-impl StdioTransport {
-    /// Reads and handles one message: a response is returned, a request
-    /// from the server answered, a notification noted. Cancel-safe up to
-    /// the answer to a server request (see [`read_line`]).
-    async fn pump(
+impl protocol::Stream for StdioTransport {
+    async fn send(&mut self, message: &Value, stage: &'static str) -> Result<(), ListError> {
+        StdioTransport::send(self, message, stage).await
+    }
+
+    /// One line; a line left half-read by an abandoned wait is finished
+    /// first (see [`read_line`]).
+    async fn receive(
         &mut self,
         stage: &'static str,
         started: Instant,
         deadline: Instant,
-    ) -> Result<Option<(Value, Reply)>, ListError> {
+    ) -> Result<Option<Inbound>, ListError> {
         let read = timeout_at(
             deadline,
             read_line(&mut self.stdout, &mut self.line, self.max_message),
@@ -243,27 +243,17 @@ impl StdioTransport {
             Ok(Ok(Ok(false))) => return Err(self.exited(stage).await),
             Ok(Ok(Ok(true))) => {}
         }
-        if self.line.iter().all(u8::is_ascii_whitespace) {
-            self.line.clear();
-            return Ok(None);
-        }
-        let parsed = parse_inbound(&self.line, stage);
+        let parsed = if self.line.iter().all(u8::is_ascii_whitespace) {
+            Ok(None)
+        } else {
+            parse_inbound(&self.line, stage).map(Some)
+        };
         self.line.clear();
-        match parsed? {
-            Inbound::Request { id: rid, method: m } => {
-                self.send(&answer_to(rid, &m), stage).await?;
-                Ok(None)
-            }
-            Inbound::Notification { method: m } => {
-                match m.as_str() {
-                    "notifications/tools/list_changed" => self.list_changed = true,
-                    "notifications/subscriptions/acknowledged" => self.subscribed = true,
-                    _ => {}
-                }
-                Ok(None)
-            }
-            Inbound::Response { id, reply } => Ok(Some((id, reply))),
-        }
+        parsed
+    }
+
+    fn announced(&mut self) -> &mut Announced {
+        &mut self.announced
     }
 }
 
@@ -275,20 +265,7 @@ impl Transport for StdioTransport {
         deadline: Instant,
     ) -> Result<Reply, ListError> {
         self.next_id += 1;
-        let id = self.next_id;
-        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        // A line left half-read by an abandoned wait is finished first by
-        // `pump`; only then does anything new arrive.
-        self.send(&message, method).await?;
-        let started = Instant::now();
-        loop {
-            match self.pump(method, started, deadline).await? {
-                Some((rid, reply)) if rid == json!(id) => return Ok(reply),
-                // An answer to an earlier request (a late reply to a probe
-                // that timed out): not ours any more.
-                _ => continue,
-            }
-        }
+        protocol::request_on(self, self.next_id, method, params, deadline).await
     }
 
     async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError> {
@@ -297,7 +274,7 @@ impl Transport for StdioTransport {
     }
 
     fn take_list_changed(&mut self) -> bool {
-        std::mem::take(&mut self.list_changed)
+        std::mem::take(&mut self.announced.list_changed)
     }
 
     fn negotiated(&mut self, era: Era, _version: &str) {
@@ -321,8 +298,8 @@ impl Transport for StdioTransport {
         });
         self.send(&message, "subscriptions/listen").await?;
         let started = Instant::now();
-        while !self.subscribed {
-            match self.pump("subscriptions/listen", started, deadline).await {
+        while !self.announced.subscribed {
+            match protocol::pump(self, "subscriptions/listen", started, deadline).await {
                 // A server without subscriptions refuses the request: list
                 // anyway, as for an HTTP server without a stream.
                 Ok(Some((id, _))) if id == json!(self.next_id) => return Ok(()),
@@ -341,12 +318,6 @@ impl Transport for StdioTransport {
     }
 
     async fn wait_list_changed(&mut self) -> Result<(), ListError> {
-        let started = Instant::now();
-        let never = started + FOREVER;
-        while !std::mem::take(&mut self.list_changed) {
-            self.pump("waiting for list_changed", started, never)
-                .await?;
-        }
-        Ok(())
+        protocol::wait_on(self).await
     }
 }
