@@ -16,7 +16,7 @@ use crate::config::{Config, ServerConfig};
 use crate::exit::{threshold, Outcome};
 use crate::observe::{collect, drift_between, record, stored_tools, Report};
 use crate::render;
-use crate::timefmt::utc;
+use plumbline_store::time::utc;
 
 pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
     let path = match path {

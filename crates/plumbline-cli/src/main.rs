@@ -15,7 +15,6 @@ mod observe;
 mod render;
 mod report;
 mod serve;
-mod timefmt;
 mod tools_input;
 mod watch;
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::config::ServerConfig;
-use crate::timefmt::now_ms;
+use plumbline_store::time::now_ms;
 
 /// One server's listing, or why there is none.
 pub struct Collected {

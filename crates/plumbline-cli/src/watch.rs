@@ -37,7 +37,7 @@ use crate::config::{AlertConfig, ChannelConfig, Config, ServerConfig};
 use crate::exit::Outcome;
 use crate::metrics::Metrics;
 use crate::observe::{collect_with, record, Collected, Report};
-use crate::timefmt::now_ms;
+use plumbline_store::time::now_ms;
 
 /// A small generator for jitter; nothing here needs cryptographic quality.
 struct Jitter(u64);

@@ -600,9 +600,7 @@ pub(crate) async fn record_verdict(
             "the note is longer than {MAX_NOTE_CHARS} characters"
         )));
     }
-    let at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let at_ms = plumbline_store::time::now_ms();
     state
         .with_store(move |store, inner| {
             changes::server(&*store, &server)?;

@@ -64,28 +64,7 @@ pub fn rule(rule: RuleId) -> String {
     format!("/rules/{rule}")
 }
 
-/// `2026-12-02T14:03:59Z` for Unix milliseconds (proleptic Gregorian,
-/// Howard Hinnant's days-to-civil algorithm; the CLI formats the same way).
-pub fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub use plumbline_store::time::utc;
 
 #[cfg(test)]
 mod tests {
@@ -100,14 +79,6 @@ mod tests {
             change("my server", ObservationId(7), "x/y"),
             "/servers/my%20server/observations/7/tools/x%2Fy"
         );
-    }
-
-    #[test]
-    fn known_instants() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
-        assert_eq!(utc(1_796_220_239_999), "2026-12-02T14:03:59Z");
-        assert_eq!(utc(-1000), "1969-12-31T23:59:59Z");
     }
 
     #[test]

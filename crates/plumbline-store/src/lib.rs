@@ -80,6 +80,7 @@ mod digest;
 mod error;
 pub mod model;
 mod sqlite;
+pub mod time;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
-//! Formatting Unix milliseconds as UTC timestamps, without a calendar
-//! dependency.
+//! Time as the store keeps it, Unix milliseconds: the current instant,
+//! and UTC timestamps for people, without a calendar dependency. The CLI
+//! and the dashboard both format through here, so they agree.
 
 /// `2026-12-02T14:03:59Z` for Unix milliseconds.
 pub fn utc(ms: i64) -> String {
@@ -33,7 +34,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]
