@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step};
 use crate::error::{ApiError, Failure};
-use crate::links::{self, utc};
+use crate::links::{utc, ToolName};
 use crate::AppState;
 
 /// The OpenAPI document, kept by hand.
@@ -545,9 +545,8 @@ pub(crate) fn change_view(
 
 async fn change(
     State(state): State<AppState>,
-    Path((name, id, tool)): Path<(String, String, String)>,
+    Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let tool = links::tool_name(tool);
     let json = state
         .with_store(move |store, inner| {
             let (detail, review) = change_view(&*store, inner, &name, &id, &tool)?;
@@ -658,11 +657,10 @@ pub(crate) fn parse_status(s: &str) -> Result<ReviewStatus, Failure> {
 
 async fn review(
     State(state): State<AppState>,
-    Path((name, id, tool)): Path<(String, String, String)>,
+    Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
     headers: HeaderMap,
     Json(body): Json<ReviewRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let tool = links::tool_name(tool);
     crate::auth::same_site(&headers)?;
     let verdict = Verdict {
         status: parse_status(&body.status)?,
@@ -742,9 +740,8 @@ pub(crate) fn tool_view(
 
 async fn tool(
     State(state): State<AppState>,
-    Path((name, tool)): Path<(String, String)>,
+    Path((name, ToolName(tool))): Path<(String, ToolName)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let tool = links::tool_name(tool);
     let view = state
         .with_store(move |store, inner| tool_view(&*store, inner, &name, &tool))
         .await?;

@@ -39,6 +39,16 @@ pub fn tool_name(segment: String) -> String {
     }
 }
 
+/// A tool name taken from a route's path: extracting it undoes
+/// [`tool_segment`], so no handler can forget to.
+pub struct ToolName(pub String);
+
+impl<'de> serde::Deserialize<'de> for ToolName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ToolName, D::Error> {
+        String::deserialize(d).map(|s| ToolName(tool_name(s)))
+    }
+}
+
 pub fn server(server: &str) -> String {
     format!("/servers/{}", segment(server))
 }

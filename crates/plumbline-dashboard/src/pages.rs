@@ -23,7 +23,7 @@ use serde::Deserialize;
 use crate::api::{self, Verdict};
 use crate::changes::{self, ChangeDetail, Context, Sort};
 use crate::error::{ApiError, Failure, PageError};
-use crate::links::{self, utc};
+use crate::links::{self, utc, ToolName};
 use crate::text::{self, line};
 use crate::worddiff;
 use crate::AppState;
@@ -706,9 +706,8 @@ fn field_row(r: &FieldRow) -> Markup {
 
 async fn change(
     State(state): State<AppState>,
-    Path((name, id, tool)): Path<(String, String, String)>,
+    Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
 ) -> Result<Html<String>, PageError> {
-    let tool = links::tool_name(tool);
     let server = name.clone();
     let (detail, review) = state
         .with_store(move |store, inner| api::change_view(&*store, inner, &name, &id, &tool))
@@ -868,11 +867,10 @@ struct ReviewForm {
 
 async fn review(
     State(state): State<AppState>,
-    Path((name, id, tool)): Path<(String, String, String)>,
+    Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
     headers: HeaderMap,
     Form(form): Form<ReviewForm>,
 ) -> Result<Redirect, PageError> {
-    let tool = links::tool_name(tool);
     crate::auth::check_form(&state, &headers, &form.csrf)?;
     let status = api::parse_status(&form.status)?;
     let verdict = Verdict {
@@ -892,9 +890,8 @@ async fn review(
 
 async fn tool(
     State(state): State<AppState>,
-    Path((name, tool)): Path<(String, String)>,
+    Path((name, ToolName(tool))): Path<(String, ToolName)>,
 ) -> Result<Html<String>, PageError> {
-    let tool = links::tool_name(tool);
     let server = name.clone();
     let v = state
         .with_store(move |store, inner| api::tool_view(&*store, inner, &name, &tool))
