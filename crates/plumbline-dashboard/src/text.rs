@@ -134,7 +134,6 @@ pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> V
     let mut points: Vec<usize> = opening.iter().flat_map(|(r, _)| [r.start, r.end]).collect();
     points.sort_unstable();
     points.dedup();
-    let rule_index = |rule: RuleId| RuleId::ALL.iter().position(|r| *r == rule).unwrap_or(0);
     let mut next = 0;
     let mut open: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
     let mut counts = [0u32; RuleId::ALL.len()];
@@ -168,8 +167,8 @@ pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> V
                     break;
                 }
                 if r.end > range.start {
-                    counts[rule_index(*rule)] += 1;
-                    open.push(Reverse((r.end, rule_index(*rule))));
+                    counts[*rule as usize] += 1;
+                    open.push(Reverse((r.end, *rule as usize)));
                 }
                 next += 1;
             }
@@ -188,19 +187,23 @@ pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> V
                 .filter(|(_, n)| *n > 0)
                 .map(|(r, _)| *r)
                 .collect();
-            match out.last_mut() {
-                Some(last)
-                    if last.mark == mark
-                        && last.rules == rules
-                        && last.range.end == range.start =>
-                {
-                    last.range.end = range.end;
-                }
-                _ => out.push(Fragment { mark, rules, range }),
-            }
+            push_merged(&mut out, Fragment { mark, rules, range });
         }
     }
     out
+}
+
+/// Appends `f`, or extends the last fragment when `f` continues it with
+/// the same mark and rules.
+fn push_merged(out: &mut Vec<Fragment>, f: Fragment) {
+    match out.last_mut() {
+        Some(last)
+            if last.mark == f.mark && last.rules == f.rules && last.range.end == f.range.start =>
+        {
+            last.range.end = f.range.end;
+        }
+        _ => out.push(f),
+    }
 }
 
 /// A diffed field's fragments of `text` as HTML: `<ins>` and `<del>` for
@@ -362,16 +365,7 @@ mod tests {
                     .collect();
                 rules.sort_unstable();
                 rules.dedup();
-                match out.last_mut() {
-                    Some(last)
-                        if last.mark == mark
-                            && last.rules == rules
-                            && last.range.end == range.start =>
-                    {
-                        last.range.end = range.end;
-                    }
-                    _ => out.push(Fragment { mark, rules, range }),
-                }
+                push_merged(&mut out, Fragment { mark, rules, range });
             }
         }
         out
