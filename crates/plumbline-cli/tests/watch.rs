@@ -87,6 +87,35 @@ fn config(dir: &Path, phase: u8, url: &str) {
     .expect("config");
 }
 
+/// `plumbline watch` as a daemon in `d`, its stderr in `d/watch.log`.
+fn spawn_watch(d: &Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(["watch", "--store", "p.db"])
+        .current_dir(d)
+        .env("HOOK_SECRET", "s3cret")
+        .env_remove("PLUMBLINE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(d.join("watch.log")).expect("log file"))
+        .spawn()
+        .expect("watch starts")
+}
+
+/// SIGTERM, then the watcher must exit 0.
+fn stop_watch(child: std::process::Child, d: &Path) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let out = child.wait_with_output().expect("watch exits");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(d.join("watch.log")).unwrap_or_default()
+    );
+}
+
 fn watch_once(dir: &Path) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
         .args(["watch", "--once", "--store", "p.db"])
@@ -193,15 +222,7 @@ fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
     let mut toml = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
     toml = format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\n\n{toml}");
     std::fs::write(d.join("plumbline.toml"), toml).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args(["watch", "--store", "p.db"])
-        .current_dir(d)
-        .env("HOOK_SECRET", "s3cret")
-        .env_remove("PLUMBLINE_CONFIG")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("watch starts");
+    let child = spawn_watch(d);
     // Wait for the first round to be counted.
     let mut metrics = String::new();
     for _ in 0..400 {
@@ -219,13 +240,7 @@ fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
         "{metrics}"
     );
     assert_eq!(http_get(port, "/healthz").map(|(s, _)| s), Some(200));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-    let out = child.wait_with_output().expect("watch exits");
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    stop_watch(child, d);
     // The store is whole: the observation is there and reads back.
     let log = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
     let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
@@ -279,14 +294,6 @@ fn observations(d: &Path, server: &str) -> usize {
         .unwrap_or(0)
 }
 
-fn sigterm(child: &std::process::Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("SIGTERM");
-}
-
 #[test]
 fn list_changed_triggers_an_observation_without_waiting_for_the_interval() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -307,14 +314,7 @@ fn list_changed_triggers_an_observation_without_waiting_for_the_interval() {
         ),
     )
     .unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args(["watch", "--store", "p.db"])
-        .current_dir(d)
-        .env_remove("PLUMBLINE_CONFIG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(d.join("watch.log")).unwrap())
-        .spawn()
-        .expect("watch starts");
+    let child = spawn_watch(d);
     eventually("a first observation of each server", d, || {
         observations(d, "modern") == 1 && observations(d, "legacy") == 1
     });
@@ -324,9 +324,7 @@ fn list_changed_triggers_an_observation_without_waiting_for_the_interval() {
     eventually("an alert for each rug pull", d, || {
         received.lock().unwrap().len() == 2
     });
-    sigterm(&child);
-    let out = child.wait_with_output().expect("watch exits");
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    stop_watch(child, d);
     assert_eq!(observations(d, "modern"), 2);
     assert_eq!(observations(d, "legacy"), 2);
     let mut servers: Vec<String> = received
@@ -371,23 +369,14 @@ fn sigterm_mid_cycle_leaves_a_whole_store_and_no_server_behind() {
         ),
     )
     .unwrap();
-    let child = std::process::Command::new(exe)
-        .args(["watch", "--store", "p.db"])
-        .current_dir(d)
-        .env_remove("PLUMBLINE_CONFIG")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(d.join("watch.log")).unwrap())
-        .spawn()
-        .expect("watch starts");
+    let child = spawn_watch(d);
     eventually("the fast server observed", d, || {
         observations(d, "shop") == 1
     });
     eventually("the slow server started", d, || {
         !processes_in(&servers).is_empty()
     });
-    sigterm(&child);
-    let out = child.wait_with_output().expect("watch exits");
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    stop_watch(child, d);
     assert_eq!(
         processes_in(&servers),
         Vec::<String>::new(),
