@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{plumbline, text, HttpServer};
+use common::{http, plumbline, text, Dashboard, HttpServer};
 
 const CLEAN_ADD: &str = r#"{"name":"add","description":"Adds two numbers.","inputSchema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]},"annotations":{"readOnlyHint":true}}"#;
 /// The rug pull: an <IMPORTANT> block hiding a zero-width space, a new
@@ -38,48 +37,6 @@ fn chromium() -> PathBuf {
         path.display()
     );
     path
-}
-
-/// `plumbline serve` on a free 127.0.0.1 port, stopped on drop.
-struct Dashboard {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Dashboard {
-    fn start(dir: &Path) -> Dashboard {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
-            .args(["serve", "--store", "p.db", "--listen", "127.0.0.1:0"])
-            .current_dir(dir)
-            .env_remove("PLUMBLINE_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("serve starts");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("serve announces its address")
-                .expect("read stderr");
-            if let Some(rest) = line.split_once("the dashboard is at ") {
-                break rest.1.trim().to_owned();
-            }
-        };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || lines.for_each(drop));
-        Dashboard { child, url }
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -176,18 +133,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
 
 /// GETs a JSON document from the dashboard.
 fn get(url: &str) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let rest = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = rest.split_once('/').expect("a path");
-    let mut stream = std::net::TcpStream::connect(host).expect("connect");
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    let (status, body) = http("GET", url).expect("the dashboard answers");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }

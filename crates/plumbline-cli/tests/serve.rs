@@ -3,12 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use common::{plumbline, text};
+use common::{http_response, plumbline, text, Dashboard};
 
 #[test]
 fn serve_refuses_a_non_loopback_address_without_a_token() {
@@ -29,38 +24,8 @@ fn serve_refuses_a_non_loopback_address_without_a_token() {
 #[test]
 fn serve_answers_on_loopback_with_the_security_headers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = dir.path().join("store.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--store"])
-        .arg(&store)
-        .env_remove("PLUMBLINE_STORE")
-        .env_remove("PLUMBLINE_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("plumbline serve starts");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut first = String::new();
-    stderr.read_line(&mut first).expect("a line");
-    let addr = first
-        .trim()
-        .strip_prefix("plumbline serve: the dashboard is at http://")
-        .and_then(|rest| rest.strip_suffix('/'))
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
-
-    let mut stream = TcpStream::connect(&addr).expect("connects");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
+    let dashboard = Dashboard::start(dir.path());
+    let response = http_response("GET", &dashboard.url).expect("an answer");
     let lower = response.to_ascii_lowercase();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(
@@ -72,12 +37,5 @@ fn serve_answers_on_loopback_with_the_security_headers_and_stops_on_sigterm() {
         "{response}"
     );
     assert!(response.contains("No observations yet"), "{response}");
-
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .expect("signal");
-    let status = child.wait().expect("exits");
-    assert_eq!(status.code(), Some(0), "a clean stop");
+    assert_eq!(dashboard.stop().code(), Some(0), "a clean stop");
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{plumbline, test_server, text, HttpServer};
+use common::{http, plumbline, test_server, text, HttpServer};
 use serde_json::Value;
 
 /// Accepted webhook requests: (body, X-Plumbline-Signature).
@@ -189,25 +189,6 @@ fn a_server_that_goes_down_alerts_once_and_recovers_once() {
     assert_eq!(kinds, ["failure", "recovery"]);
 }
 
-/// `GET path` on 127.0.0.1:`port`: the status code and body, or None while
-/// nothing listens.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Some((status, body))
-}
-
 #[test]
 fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -226,7 +207,7 @@ fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
     // Wait for the first round to be counted.
     let mut metrics = String::new();
     for _ in 0..400 {
-        if let Some((200, body)) = http_get(port, "/metrics") {
+        if let Some((200, body)) = http("GET", &format!("http://127.0.0.1:{port}/metrics")) {
             if body.contains("plumbline_observations_total{outcome=\"ok\"} 1") {
                 metrics = body;
                 break;
@@ -239,7 +220,10 @@ fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
         metrics.contains("# TYPE plumbline_observation_duration_seconds histogram"),
         "{metrics}"
     );
-    assert_eq!(http_get(port, "/healthz").map(|(s, _)| s), Some(200));
+    assert_eq!(
+        http("GET", &format!("http://127.0.0.1:{port}/healthz")).map(|(s, _)| s),
+        Some(200)
+    );
     stop_watch(child, d);
     // The store is whole: the observation is there and reads back.
     let log = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);

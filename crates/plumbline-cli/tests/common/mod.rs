@@ -1,5 +1,6 @@
 //! Running the built `plumbline` binary in a test directory, and the
-//! workspace's test MCP server beside it.
+//! workspace's test MCP server beside it, `plumbline serve`, and a
+//! one-off HTTP client for what they serve.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -71,23 +72,99 @@ impl HttpServer {
 
     /// Moves the server to its next phase; it announces `list_changed`.
     pub fn advance(&self) {
-        let base = self.url.trim_end_matches("/mcp");
-        let port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        write!(
-            stream,
-            "POST /control/advance HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut response = String::new();
-        stream.read_to_string(&mut response).unwrap();
-        assert!(response.starts_with("HTTP/1.1 2"), "{response}");
+        let url = self.url.replace("/mcp", "/control/advance");
+        let (status, body) = http("POST", &url).expect("the test server answers");
+        assert!((200..300).contains(&status), "{status} {body}");
     }
+}
+
+/// A one-off HTTP/1.1 request to `http://HOST:PORT/PATH` without a body:
+/// the whole response, head and body, or `None` while nothing listens.
+pub fn http_response(method: &str, url: &str) -> Option<String> {
+    let (host, path) = url.strip_prefix("http://")?.split_once('/')?;
+    let mut stream = std::net::TcpStream::connect(host).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "{method} /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    Some(response)
+}
+
+/// [`http_response`]'s status and body.
+pub fn http(method: &str, url: &str) -> Option<(u16, String)> {
+    let response = http_response(method, url)?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
 }
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `plumbline serve` over the store `p.db` in a directory, on a free
+/// 127.0.0.1 port; stopped on drop, or by [`Dashboard::stop`].
+pub struct Dashboard {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT/`
+    pub url: String,
+}
+
+impl Dashboard {
+    pub fn start(dir: &Path) -> Dashboard {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+            .args(["serve", "--store", "p.db", "--listen", "127.0.0.1:0"])
+            .current_dir(dir)
+            .env_remove("PLUMBLINE_STORE")
+            .env_remove("PLUMBLINE_TOKEN")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("serve starts");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("serve announces its address")
+                .expect("read stderr");
+            if let Some((_, rest)) = line.split_once("the dashboard is at ") {
+                break rest.trim().to_owned();
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || lines.for_each(drop));
+        Dashboard { child, url }
+    }
+
+    /// SIGTERM; the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate().expect("serve exits")
+    }
+
+    fn terminate(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        self.child.wait()
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.terminate();
     }
 }
