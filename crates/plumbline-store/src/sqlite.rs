@@ -613,10 +613,22 @@ impl Store for SqliteStore {
                     .collect()
             })
             .map_err(|source| self.read_err(&what, source))?;
+        // Both sides of every change, read at once.
+        let by_id: HashMap<i64, ObservationSummary> = self
+            .summaries(
+                &what,
+                "o.id IN (SELECT observation_id FROM tool_set_changes WHERE server_id = ?1
+                          UNION SELECT previous_id FROM tool_set_changes WHERE server_id = ?1)",
+                "",
+                [server_id],
+            )?
+            .into_iter()
+            .map(|o| (o.id.0, o))
+            .collect();
         let summary = |id: i64| -> Result<ObservationSummary, StoreError> {
-            self.summaries(&what, "o.id = ?1", "", [id])?
-                .into_iter()
-                .next()
+            by_id
+                .get(&id)
+                .cloned()
                 .ok_or_else(|| self.corrupt(format!("{what} name a missing observation {id}")))
         };
         pairs
