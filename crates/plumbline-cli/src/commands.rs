@@ -399,15 +399,7 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
         if path.exists() && !args.force {
             bail!("{} exists: pass --force to replace it", path.display());
         }
-        let config = Config {
-            limits: Default::default(),
-            watch: Default::default(),
-            alerts: Vec::new(),
-            servers: found
-                .iter()
-                .map(|f| (f.name.clone(), f.config.clone()))
-                .collect(),
-        };
+        let config = crate::discover::as_config(&found);
         let text = toml::to_string_pretty(&config).context("writing the configuration")?;
         let header = "# Written by `plumbline discover`. Values such as ${NAME} are read from\n# the environment when a server is observed; set them before `plumbline observe`.\n\n";
         std::fs::write(path, format!("{header}{text}"))

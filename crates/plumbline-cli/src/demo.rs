@@ -98,30 +98,27 @@ pub fn run(format: Format) -> Result<Outcome> {
     let db = dir.join("plumbline.db");
     let mut store = crate::commands::open_store(Some(&db))?;
     let human = format == Format::Human;
-    if human {
-        println!("Observing the demo server as first seen…");
+    let mut outcome = Outcome::Clean;
+    for (phase, intro) in [
+        (1, "Observing the demo server as first seen…"),
+        (
+            2,
+            "\nThe server changes its tools (a rug pull). Observing again…",
+        ),
+    ] {
+        if human {
+            println!("{intro}");
+        }
+        outcome = observe_servers(
+            vec![server(phase)?],
+            Limits::default(),
+            &mut store,
+            format,
+            None,
+            1,
+            None,
+        )?;
     }
-    observe_servers(
-        vec![server(1)?],
-        Limits::default(),
-        &mut store,
-        format,
-        None,
-        1,
-        None,
-    )?;
-    if human {
-        println!("\nThe server changes its tools (a rug pull). Observing again…");
-    }
-    let outcome = observe_servers(
-        vec![server(2)?],
-        Limits::default(),
-        &mut store,
-        format,
-        None,
-        1,
-        None,
-    )?;
     if human {
         println!(
             "\nBoth observations are in {}; try:\n  plumbline log --store {0}\n  plumbline diff demo --store {0}\n  plumbline show demo add --store {0}",

@@ -1046,6 +1046,17 @@ fn strip_jsonc(text: &str) -> String {
     String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
 }
 
+/// The servers found, as a `plumbline.toml` holding just them.
+pub fn as_config(found: &[Found]) -> crate::config::Config {
+    crate::config::Config {
+        servers: found
+            .iter()
+            .map(|f| (f.name.clone(), f.config.clone()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1096,15 +1107,7 @@ mod tests {
     /// Every fixture's servers, written as a `plumbline.toml`, parse back and
     /// hold no literal secret (every fixture secret contains "s3cr3t").
     fn assert_no_secret_in_toml(found: &[Found]) {
-        let config = crate::config::Config {
-            limits: Default::default(),
-            watch: Default::default(),
-            alerts: Vec::new(),
-            servers: found
-                .iter()
-                .map(|f| (f.name.clone(), f.config.clone()))
-                .collect(),
-        };
+        let config = as_config(found);
         let text = toml::to_string(&config).unwrap();
         assert!(!text.contains("s3cr3t"), "{text}");
         let back: crate::config::Config = toml::from_str(&text).unwrap();
