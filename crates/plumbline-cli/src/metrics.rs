@@ -77,78 +77,84 @@ impl Metrics {
     pub fn render(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "# HELP plumbline_observations_total Observations by outcome."
+        family(
+            &mut s,
+            "plumbline_observations_total",
+            "counter",
+            "Observations by outcome.",
+            &[
+                ("{outcome=\"ok\"}".into(), get(&self.observations_ok)),
+                (
+                    "{outcome=\"failed\"}".into(),
+                    get(&self.observations_failed),
+                ),
+            ],
         );
-        let _ = writeln!(s, "# TYPE plumbline_observations_total counter");
-        let _ = writeln!(
-            s,
-            "plumbline_observations_total{{outcome=\"ok\"}} {}",
-            get(&self.observations_ok)
+        let drift: Vec<(String, u64)> = Severity::ALL
+            .iter()
+            .map(|sev| {
+                (
+                    format!("{{severity=\"{sev}\"}}"),
+                    get(&self.drift[sev.rank() as usize]),
+                )
+            })
+            .collect();
+        family(
+            &mut s,
+            "plumbline_drift_total",
+            "counter",
+            "Observations with drift, by worst severity.",
+            &drift,
         );
-        let _ = writeln!(
-            s,
-            "plumbline_observations_total{{outcome=\"failed\"}} {}",
-            get(&self.observations_failed)
+        family(
+            &mut s,
+            "plumbline_alert_deliveries_total",
+            "counter",
+            "Alert delivery attempts by result.",
+            &[
+                ("{result=\"delivered\"}".into(), get(&self.alerts_delivered)),
+                ("{result=\"failed\"}".into(), get(&self.alerts_failed)),
+            ],
         );
-        let _ = writeln!(
-            s,
-            "# HELP plumbline_drift_total Observations with drift, by worst severity."
+        family(
+            &mut s,
+            "plumbline_sessions_open",
+            "gauge",
+            "Sessions kept open to hear tools/list_changed.",
+            &[(String::new(), get(&self.sessions_open))],
         );
-        let _ = writeln!(s, "# TYPE plumbline_drift_total counter");
-        for sev in Severity::ALL {
-            let _ = writeln!(
-                s,
-                "plumbline_drift_total{{severity=\"{sev}\"}} {}",
-                get(&self.drift[sev.rank() as usize])
-            );
-        }
-        let _ = writeln!(
-            s,
-            "# HELP plumbline_alert_deliveries_total Alert delivery attempts by result."
-        );
-        let _ = writeln!(s, "# TYPE plumbline_alert_deliveries_total counter");
-        let _ = writeln!(
-            s,
-            "plumbline_alert_deliveries_total{{result=\"delivered\"}} {}",
-            get(&self.alerts_delivered)
-        );
-        let _ = writeln!(
-            s,
-            "plumbline_alert_deliveries_total{{result=\"failed\"}} {}",
-            get(&self.alerts_failed)
-        );
-        let _ = writeln!(
-            s,
-            "# HELP plumbline_sessions_open Sessions kept open to hear tools/list_changed."
-        );
-        let _ = writeln!(s, "# TYPE plumbline_sessions_open gauge");
-        let _ = writeln!(s, "plumbline_sessions_open {}", get(&self.sessions_open));
-        let _ = writeln!(
-            s,
-            "# HELP plumbline_observation_duration_seconds Time to observe one server."
-        );
-        let _ = writeln!(s, "# TYPE plumbline_observation_duration_seconds histogram");
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "plumbline_observation_duration_seconds_bucket{{le=\"{bound}\"}} {}",
-                get(&self.duration_buckets[i])
-            );
-        }
+        let name = "plumbline_observation_duration_seconds";
         let count = get(&self.duration_count);
-        let _ = writeln!(
-            s,
-            "plumbline_observation_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        let mut buckets: Vec<(String, u64)> = BUCKETS
+            .iter()
+            .zip(&self.duration_buckets)
+            .map(|(bound, n)| (format!("_bucket{{le=\"{bound}\"}}"), get(n)))
+            .collect();
+        buckets.push(("_bucket{le=\"+Inf\"}".into(), count));
+        family(
+            &mut s,
+            name,
+            "histogram",
+            "Time to observe one server.",
+            &buckets,
         );
         let _ = writeln!(
             s,
-            "plumbline_observation_duration_seconds_sum {}",
+            "{name}_sum {}",
             get(&self.duration_sum_ms) as f64 / 1000.0
         );
-        let _ = writeln!(s, "plumbline_observation_duration_seconds_count {count}");
+        let _ = writeln!(s, "{name}_count {count}");
         s
+    }
+}
+
+/// One metric family: its help and type lines, then each sample as the
+/// name followed by its suffix (labels, or `_bucket{…}`) and value.
+fn family(s: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, u64)]) {
+    let _ = writeln!(s, "# HELP {name} {help}");
+    let _ = writeln!(s, "# TYPE {name} {kind}");
+    for (suffix, value) in samples {
+        let _ = writeln!(s, "{name}{suffix} {value}");
     }
 }
 
