@@ -155,24 +155,38 @@ impl HttpTransport {
     }
 
     fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
-        let mut req = self
-            .client
+        self.client
             .post(&self.url)
-            .headers(self.headers.clone())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_string());
+            .headers(self.request_headers(method))
+            .body(body.to_string())
+    }
+
+    /// The headers of a POST carrying `method`: the configured ones, the
+    /// session, and the protocol version.
+    fn request_headers(&self, method: &str) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        // Both came from the server or the handshake; a value no header
+        // can carry is left out rather than sent mangled.
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+        };
         if let Some(s) = &self.session {
-            req = req.header(SESSION_ID, s);
+            put(SESSION_ID, s);
         }
         if method == "server/discover" || self.era == Era::Stateless {
-            req = req
-                .header(PROTOCOL_VERSION, STATELESS_VERSION)
-                .header(METHOD, method);
+            put(PROTOCOL_VERSION, STATELESS_VERSION);
+            put(METHOD, method);
         } else if let Some(v) = &self.version {
-            req = req.header(PROTOCOL_VERSION, v);
+            put(PROTOCOL_VERSION, v);
         }
-        req
+        headers
     }
 
     /// Handles one message that arrived while waiting for `id`.
@@ -194,7 +208,7 @@ impl HttpTransport {
             Inbound::Request { id: rid, method: m } => {
                 // Answered on its own POST; its reply carries nothing for us.
                 let answer = answer_to(rid, &m);
-                let _ = self.post("", &answer).send().await;
+                let _ = timeout(Answerer::TIMEOUT, self.post("", &answer).send()).await;
                 Ok(None)
             }
         }
@@ -261,9 +275,15 @@ impl HttpTransport {
         let max = self.max;
         let (acked, ack) = oneshot::channel();
         let need_ack = era == Era::Stateless;
+        let answerer = Answerer {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.request_headers(""),
+        };
         self.stream = Some(tokio::spawn(read_notifications(
             resp,
             flag,
+            answerer,
             max,
             need_ack.then_some(acked),
         )));
@@ -291,13 +311,40 @@ impl Heard {
     }
 }
 
+/// Answers the requests a server sends on the notification stream (a
+/// `ping`, or `roots/list` after the handshake), each on its own POST, as
+/// the session's other messages are. A server may wait for the answer
+/// before it sends anything else, `list_changed` included.
+struct Answerer {
+    client: Client,
+    url: String,
+    headers: HeaderMap,
+}
+
+impl Answerer {
+    /// How long one answer may take; the stream is not read meanwhile.
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    async fn answer(&self, id: Value, method: &str) {
+        let req = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(answer_to(id, method).to_string());
+        // Its reply carries nothing for us, and a server that refuses it
+        // shows that by what it does next.
+        let _ = timeout(Self::TIMEOUT, req.send()).await;
+    }
+}
+
 async fn read_notifications(
     resp: Response,
     flag: Arc<Heard>,
+    answerer: Answerer,
     max: usize,
     acked: Option<oneshot::Sender<()>>,
 ) {
-    read_stream(resp, &flag, max, acked).await;
+    read_stream(resp, &flag, &answerer, max, acked).await;
     flag.closed.store(true, Ordering::SeqCst);
     flag.wake.notify_one();
 }
@@ -305,6 +352,7 @@ async fn read_notifications(
 async fn read_stream(
     mut resp: Response,
     flag: &Heard,
+    answerer: &Answerer,
     max: usize,
     mut acked: Option<oneshot::Sender<()>>,
 ) {
@@ -317,8 +365,8 @@ async fn read_stream(
             if ev.data.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            if let Ok(Inbound::Notification { method }) = parse_inbound(&ev.data, "notifications") {
-                match method.as_str() {
+            match parse_inbound(&ev.data, "notifications") {
+                Ok(Inbound::Notification { method }) => match method.as_str() {
                     "notifications/tools/list_changed" => flag.list_changed(),
                     "notifications/subscriptions/acknowledged" => {
                         if let Some(tx) = acked.take() {
@@ -326,7 +374,9 @@ async fn read_stream(
                         }
                     }
                     _ => {}
-                }
+                },
+                Ok(Inbound::Request { id, method }) => answerer.answer(id, &method).await,
+                Ok(Inbound::Response { .. }) | Err(_) => {}
             }
         }
     }

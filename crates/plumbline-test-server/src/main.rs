@@ -61,6 +61,13 @@ struct Cli {
     #[arg(long, requires = "http", conflicts_with = "hostile")]
     stateless: bool,
 
+    /// Session era only: before announcing a phase change to a peer, send it
+    /// a `ping` and announce only once it answers (within 5 s), as a server
+    /// that checks its peers are alive would. Over HTTP the ping travels on
+    /// the GET stream.
+    #[arg(long, conflicts_with = "hostile")]
+    ping_before_list_changed: bool,
+
     /// Misbehave in one scripted way instead of serving rmcp.
     #[arg(long, value_name = "KIND")]
     hostile: Option<hostile::Kind>,
@@ -137,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         page_size: cli.page_size,
         legacy_only: cli.legacy_only,
         stateless: cli.stateless,
+        ping_before_list_changed: cli.ping_before_list_changed,
     };
     well_behaved::run(options, transport, terminated).await
 }

@@ -26,8 +26,9 @@ use anyhow::Context as _;
 use axum::{routing::post, Json, Router};
 use rmcp::{
     model::{
-        Implementation, ListToolsResult, MetaObject, PaginatedRequestParams, ProtocolVersion,
-        ServerCapabilities, ServerConfig, SubscriptionFilter,
+        Extensions, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
+        PingRequest, PingRequestMethod, ProtocolVersion, ServerCapabilities, ServerConfig,
+        ServerRequest, SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, ServerInitializeError, SubscriptionContext},
     transport::{
@@ -58,6 +59,7 @@ pub struct Options {
     pub page_size: Option<NonZeroUsize>,
     pub legacy_only: bool,
     pub stateless: bool,
+    pub ping_before_list_changed: bool,
 }
 
 /// State shared by every session (one over stdio, many over HTTP).
@@ -69,6 +71,8 @@ struct Shared {
     advance_after: Option<NonZeroUsize>,
     page_size: Option<NonZeroUsize>,
     legacy_only: bool,
+    /// Ping before each `list_changed` of the session era.
+    ping_before_list_changed: bool,
     /// Peers that completed the `initialize` handshake, for `list_changed`.
     legacy_peers: Mutex<Vec<Peer<RoleServer>>>,
     /// Cancelled when stdin reaches EOF or HTTP shuts down. Open
@@ -244,6 +248,23 @@ async fn notify_legacy_peers(shared: Arc<Shared>) {
             peers.clone()
         };
         for peer in peers {
+            if shared.ping_before_list_changed {
+                let ping = ServerRequest::PingRequest(PingRequest {
+                    method: PingRequestMethod,
+                    extensions: Extensions::default(),
+                });
+                match tokio::time::timeout(Duration::from_secs(5), peer.send_request(ping)).await {
+                    Ok(Ok(_)) => tracing::info!("ping answered"),
+                    Ok(Err(error)) => {
+                        tracing::info!(%error, "ping failed; not announcing");
+                        continue;
+                    }
+                    Err(_) => {
+                        tracing::info!("ping unanswered after 5 s; not announcing");
+                        continue;
+                    }
+                }
+            }
             if let Err(error) = peer.notify_tool_list_changed().await {
                 tracing::info!(%error, "could not send notifications/tools/list_changed");
             }
@@ -271,6 +292,7 @@ pub async fn run(
         advance_after: options.advance_after,
         page_size: options.page_size,
         legacy_only: options.legacy_only,
+        ping_before_list_changed: options.ping_before_list_changed,
         legacy_peers: Mutex::new(Vec::new()),
         closing: CancellationToken::new(),
         listen_baselines: Mutex::new(VecDeque::new()),

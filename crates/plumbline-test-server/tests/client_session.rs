@@ -77,57 +77,71 @@ async fn hears_a_change(session: &mut Session, era: Era, advance: impl AsyncFnOn
     assert!(description(&second).contains("<IMPORTANT>"), "{second:?}");
 }
 
+/// A stdio server started with `extra` flags: its session hears a change
+/// made by SIGUSR1.
+async fn stdio_hears_a_change(name: &str, era: Era, extra: &[&str]) {
+    let file = phases(&format!("session-stdio-{name}.json"));
+    let mut args = vec!["--stdio".to_owned(), "--phases".to_owned(), file.clone()];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let spec = ServerSpec::Stdio(StdioSpec {
+        command: BIN.into(),
+        args,
+        ..StdioSpec::default()
+    });
+    let mut session = Session::open(&spec, &limits()).await.expect("open");
+    hears_a_change(&mut session, era, async || {
+        nix::sys::signal::kill(pid_with_arg(&file), nix::sys::signal::Signal::SIGUSR1)
+            .expect("SIGUSR1");
+    })
+    .await;
+    session.close().await;
+}
+
+/// An HTTP server started with `extra` flags: its session hears a change
+/// made through `/control/advance`.
+async fn http_hears_a_change(name: &str, era: Era, extra: &[&str]) {
+    let file = phases(&format!("session-http-{name}.json"));
+    let mut args = vec!["--phases", file.as_str()];
+    args.extend(extra);
+    let server = HttpServer::spawn(&args).await;
+    let spec = ServerSpec::Http(HttpSpec {
+        url: server.url.clone(),
+        headers: Vec::new(),
+    });
+    let mut session = Session::open(&spec, &limits()).await.expect("open");
+    hears_a_change(&mut session, era, async || {
+        let r = server
+            .client
+            .post(format!("{}/control/advance", server.base))
+            .send()
+            .await
+            .expect("advance");
+        assert!(r.status().is_success(), "{r:?}");
+    })
+    .await;
+    session.close().await;
+}
+
 #[tokio::test]
 async fn stdio_sessions_hear_list_changed_in_both_eras() {
-    for (era, extra) in [
-        (Era::Stateless, None),
-        (Era::Session, Some("--legacy-only")),
-    ] {
-        let file = phases(&format!("session-stdio-{era:?}.json"));
-        let mut args = vec!["--stdio".to_owned(), "--phases".to_owned(), file.clone()];
-        args.extend(extra.map(str::to_owned));
-        let spec = ServerSpec::Stdio(StdioSpec {
-            command: BIN.into(),
-            args,
-            ..StdioSpec::default()
-        });
-        let mut session = Session::open(&spec, &limits()).await.expect("open");
-        hears_a_change(&mut session, era, async || {
-            nix::sys::signal::kill(pid_with_arg(&file), nix::sys::signal::Signal::SIGUSR1)
-                .expect("SIGUSR1");
-        })
-        .await;
-        session.close().await;
-    }
+    stdio_hears_a_change("stateless", Era::Stateless, &[]).await;
+    stdio_hears_a_change("session", Era::Session, &["--legacy-only"]).await;
 }
 
 #[tokio::test]
 async fn http_sessions_hear_list_changed_in_both_eras() {
-    for (era, extra) in [
-        (Era::Stateless, None),
-        (Era::Session, Some("--legacy-only")),
-    ] {
-        let file = phases(&format!("session-http-{era:?}.json"));
-        let mut args = vec!["--phases", file.as_str()];
-        args.extend(extra);
-        let server = HttpServer::spawn(&args).await;
-        let spec = ServerSpec::Http(HttpSpec {
-            url: server.url.clone(),
-            headers: Vec::new(),
-        });
-        let mut session = Session::open(&spec, &limits()).await.expect("open");
-        hears_a_change(&mut session, era, async || {
-            let r = server
-                .client
-                .post(format!("{}/control/advance", server.base))
-                .send()
-                .await
-                .expect("advance");
-            assert!(r.status().is_success(), "{r:?}");
-        })
-        .await;
-        session.close().await;
-    }
+    http_hears_a_change("stateless", Era::Stateless, &[]).await;
+    http_hears_a_change("session", Era::Session, &["--legacy-only"]).await;
+}
+
+/// A server may ping the client on the notification stream and wait for
+/// the answer before it announces the change; a session that left the
+/// ping unanswered would never hear of it.
+#[tokio::test]
+async fn sessions_answer_server_requests_on_the_notification_stream() {
+    let flags = ["--legacy-only", "--ping-before-list-changed"];
+    http_hears_a_change("ping", Era::Session, &flags).await;
+    stdio_hears_a_change("ping", Era::Session, &flags).await;
 }
 
 #[tokio::test]
