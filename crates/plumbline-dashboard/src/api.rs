@@ -11,7 +11,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
-use plumbline_drift::{Change, ToolDrift};
+use plumbline_drift::Change;
 use plumbline_store::{
     Baseline, NewReview, Observation, ObservationId, ObservationSummary, Outcome, Review,
     ReviewStatus, Store,
@@ -20,7 +20,7 @@ use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::{Evidence, RuleId, Severity};
 use serde::{Deserialize, Serialize};
 
-use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step};
+use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step, ToolChange};
 use crate::error::{ApiError, Failure};
 use crate::links::{utc, ToolName};
 use crate::AppState;
@@ -230,7 +230,7 @@ pub fn kind(change: &Change) -> &'static str {
 }
 
 impl ChangeJson {
-    fn from(t: &ToolDrift, review: Option<&Review>) -> ChangeJson {
+    fn from(t: &ToolChange, review: Option<&Review>) -> ChangeJson {
         ChangeJson {
             tool: t.name.clone(),
             kind: kind(&t.change),
@@ -238,8 +238,8 @@ impl ChangeJson {
                 Change::Renamed { from } => Some(from.clone()),
                 _ => None,
             },
-            severity: t.classification.severity,
-            rules: t.classification.rules.clone(),
+            severity: t.severity,
+            rules: t.rules.clone(),
             review: review.map(ReviewJson::from),
         }
     }
@@ -307,7 +307,7 @@ fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeD
         server: &detail.observation.summary.server,
         observation: detail.observation.summary.id.0,
         previous: detail.previous.id.0,
-        change: ChangeJson::from(&detail.drift, review),
+        change: ChangeJson::from(&ToolChange::of(&detail.drift), review),
         evidence: detail
             .drift
             .classification

@@ -8,7 +8,10 @@
 //! the same (name, canonical digest) pairs, is no change without parsing
 //! anything. A computed drift depends only on the two tool sets, which are
 //! content-addressed, so it is cached by their digests; everything stays
-//! deterministic.
+//! deterministic. Its summary (each tool's change, severity and rules) is
+//! also kept in the store under [`GRADER`], so a long history is graded
+//! once, not once per request or per process. The change page grades its
+//! one change again, for the evidence.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,19 +21,114 @@ use plumbline_store::{
     BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
 };
 use plumbline_taxonomy::json::{parse_tool, Value};
-use plumbline_taxonomy::{Classifier, Severity};
+use plumbline_taxonomy::{Classifier, RuleId, Severity};
+use serde_json::json;
 
 use crate::error::Failure;
 
 /// How many tool set pairs the drift cache keeps before starting over.
 const CACHE_ENTRIES: usize = 4096;
 
+/// Who graded a stored drift summary, and in which encoding: a summary
+/// is used only by the grader that wrote it. Rule changes come with a new
+/// release (spec 7), and so with a new key.
+pub const GRADER: &str = concat!(
+    "plumbline ",
+    env!("CARGO_PKG_VERSION"),
+    "; taxonomy-v1, default imperatives; summary v1"
+);
+
+/// The grade of one tool's change, without its evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolChange {
+    /// The tool's name (for a rename, the new name).
+    pub name: String,
+    pub change: Change,
+    pub severity: Severity,
+    pub rules: Vec<RuleId>,
+}
+
+impl ToolChange {
+    pub fn of(t: &ToolDrift) -> ToolChange {
+        ToolChange {
+            name: t.name.clone(),
+            change: t.change.clone(),
+            severity: t.classification.severity,
+            rules: t.classification.rules.clone(),
+        }
+    }
+}
+
 /// The changes of one observation: every tool that did not stay the same,
 /// worst first (the order of `plumbline_drift::Drift::tools`).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Changes {
     pub severity: Severity,
-    pub tools: Vec<ToolDrift>,
+    pub tools: Vec<ToolChange>,
+}
+
+impl Changes {
+    /// The stored form: a JSON array of the tools' changes.
+    fn encode(&self) -> Vec<u8> {
+        let tools: Vec<serde_json::Value> = self
+            .tools
+            .iter()
+            .map(|t| {
+                let (kind, from) = match &t.change {
+                    Change::Added => ("added", None),
+                    Change::Removed => ("removed", None),
+                    Change::Changed => ("changed", None),
+                    Change::Unchanged => ("unchanged", None),
+                    Change::Renamed { from } => ("renamed", Some(from)),
+                };
+                json!({
+                    "name": t.name,
+                    "kind": kind,
+                    "from": from,
+                    "severity": t.severity.as_str(),
+                    "rules": t.rules.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        serde_json::to_vec(&json!({ "severity": self.severity.as_str(), "tools": tools }))
+            .unwrap_or_default()
+    }
+
+    /// The stored form read back; `None` for anything else, which is then
+    /// graded again.
+    fn decode(bytes: &[u8]) -> Option<Changes> {
+        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let severity = v.get("severity")?.as_str()?.parse().ok()?;
+        let tools = v
+            .get("tools")?
+            .as_array()?
+            .iter()
+            .map(|t| {
+                let change = match t.get("kind")?.as_str()? {
+                    "added" => Change::Added,
+                    "removed" => Change::Removed,
+                    "changed" => Change::Changed,
+                    "unchanged" => Change::Unchanged,
+                    "renamed" => Change::Renamed {
+                        from: t.get("from")?.as_str()?.to_owned(),
+                    },
+                    _ => return None,
+                };
+                Some(ToolChange {
+                    name: t.get("name")?.as_str()?.to_owned(),
+                    change,
+                    severity: t.get("severity")?.as_str()?.parse().ok()?,
+                    rules: t
+                        .get("rules")?
+                        .as_array()?
+                        .iter()
+                        .map(|r| r.as_str()?.parse().ok())
+                        .collect::<Option<_>>()?,
+                })
+            })
+            .collect::<Option<_>>()?;
+        Some(Changes { severity, tools })
+    }
 }
 
 impl Changes {
@@ -48,9 +146,14 @@ impl Changes {
 #[derive(Default)]
 pub struct DriftCache {
     generations: Mutex<Generations>,
+    /// Graded here and not yet in the store (see [`DriftCache::save`]).
+    unsaved: Mutex<Vec<(SetPair, Arc<Changes>)>>,
 }
 
-type Entries = HashMap<(Digest, Digest), Arc<Changes>>;
+/// A change between two tool sets, named by their digests (old, new).
+type SetPair = (Digest, Digest);
+
+type Entries = HashMap<SetPair, Arc<Changes>>;
 
 #[derive(Default)]
 struct Generations {
@@ -77,6 +180,23 @@ impl DriftCache {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, changes);
+    }
+
+    /// Writes what was graded since the last call to the store. Reads take
+    /// the store shared, so the caller that holds it for writing saves.
+    /// A summary that cannot be written (a read-only file) is graded again
+    /// by a later process; nothing else depends on it.
+    pub fn save(&self, store: &mut impl Store) {
+        let unsaved =
+            std::mem::take(&mut *self.unsaved.lock().unwrap_or_else(PoisonError::into_inner));
+        for ((old, new), changes) in unsaved {
+            if store
+                .put_drift_summary(&old, &new, GRADER, &changes.encode())
+                .is_err()
+            {
+                return;
+            }
+        }
     }
 }
 
@@ -168,40 +288,64 @@ pub fn changes_between(
     if let Some(hit) = ctx.cache.get(&key) {
         return Ok(hit);
     }
+    if let Some(stored) = store
+        .drift_summary(&old_set, &new_set, GRADER)?
+        .and_then(|bytes| Changes::decode(&bytes))
+    {
+        let stored = Arc::new(stored);
+        ctx.cache.put(key, Arc::clone(&stored));
+        return Ok(stored);
+    }
+    let tools = graded_between(store, ctx, old, new)?;
+    let changes = Arc::new(Changes {
+        severity: tools
+            .iter()
+            .map(|t| t.classification.severity)
+            .max()
+            .unwrap_or_default(),
+        tools: tools.iter().map(ToolChange::of).collect(),
+    });
+    ctx.cache.put(key, Arc::clone(&changes));
+    ctx.cache
+        .unsaved
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((key, Arc::clone(&changes)));
+    Ok(changes)
+}
+
+/// Every tool that did not stay the same from `old` to `new`, graded with
+/// its evidence, worst first.
+fn graded_between(
+    store: &impl Store,
+    ctx: &Context<'_>,
+    old: &ObservationSummary,
+    new: &ObservationSummary,
+) -> Result<Vec<ToolDrift>, Failure> {
+    if old.tool_set == new.tool_set {
+        return Ok(Vec::new());
+    }
     let old_obs = read_observation(store, old.id)?;
     let new_obs = read_observation(store, new.id)?;
-    let changes = if versions(&old_obs) == versions(&new_obs) {
-        Changes::default()
-    } else {
-        let old_tools = load_tools(store, &old_obs)?;
-        let new_tools = load_tools(store, &new_obs)?;
-        fn view(tools: &[LoadedTool]) -> Vec<Tool<'_>> {
-            tools
-                .iter()
-                .map(|t| Tool {
-                    name: &t.name,
-                    definition: &t.definition,
-                })
-                .collect()
-        }
-        let d = drift(ctx.classifier, &view(&old_tools), &view(&new_tools));
-        let tools: Vec<ToolDrift> = d
-            .tools
-            .into_iter()
-            .filter(|t| t.change != Change::Unchanged)
-            .collect();
-        Changes {
-            severity: if tools.is_empty() {
-                Severity::None
-            } else {
-                d.severity
-            },
-            tools,
-        }
-    };
-    let changes = Arc::new(changes);
-    ctx.cache.put(key, Arc::clone(&changes));
-    Ok(changes)
+    if versions(&old_obs) == versions(&new_obs) {
+        return Ok(Vec::new());
+    }
+    let old_tools = load_tools(store, &old_obs)?;
+    let new_tools = load_tools(store, &new_obs)?;
+    fn view(tools: &[LoadedTool]) -> Vec<Tool<'_>> {
+        tools
+            .iter()
+            .map(|t| Tool {
+                name: &t.name,
+                definition: &t.definition,
+            })
+            .collect()
+    }
+    Ok(drift(ctx.classifier, &view(&old_tools), &view(&new_tools))
+        .tools
+        .into_iter()
+        .filter(|t| t.change != Change::Unchanged)
+        .collect())
 }
 
 /// One observation of a timeline with its changes.
@@ -363,12 +507,9 @@ pub fn change(
     let previous = store
         .latest_successful(server, Some(id))?
         .ok_or_else(not_found)?;
-    let changes = changes_between(store, ctx, &previous, &observation.summary)?;
-    let drift = changes
-        .tools
-        .iter()
+    let drift = graded_between(store, ctx, &previous, &observation.summary)?
+        .into_iter()
         .find(|t| t.name == tool)
-        .cloned()
         .ok_or_else(not_found)?;
     let old_name = match &drift.change {
         Change::Renamed { from } => from.as_str(),
@@ -512,7 +653,7 @@ pub fn server_overview(
             row.changes += 1;
             if !reviewed.contains(&(step.summary.id, t.name.clone())) {
                 row.unreviewed += 1;
-                let s = t.classification.severity;
+                let s = t.severity;
                 row.worst_unreviewed = Some(row.worst_unreviewed.map_or(s, |w| w.max(s)));
             }
         }
@@ -593,6 +734,53 @@ pub fn sort(rows: &mut [ServerOverview], by: Sort) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_summary_reads_back_as_written() {
+        let tool =
+            |name: &str, change: Change, severity: Severity, rules: Vec<RuleId>| ToolChange {
+                name: name.into(),
+                change,
+                severity,
+                rules,
+            };
+        let changes = Changes {
+            severity: Severity::Critical,
+            tools: vec![
+                tool(
+                    "add\u{202e}\"",
+                    Change::Changed,
+                    Severity::Critical,
+                    vec![RuleId::R01, RuleId::R07],
+                ),
+                tool("new", Change::Added, Severity::High, vec![RuleId::R05]),
+                tool(
+                    "lookup_order",
+                    Change::Renamed {
+                        from: "lookup".into(),
+                    },
+                    Severity::Medium,
+                    vec![RuleId::R06],
+                ),
+                tool("gone", Change::Removed, Severity::None, Vec::new()),
+            ],
+        };
+        assert_eq!(Changes::decode(&changes.encode()), Some(changes));
+        assert_eq!(
+            Changes::decode(&Changes::default().encode()),
+            Some(Changes::default())
+        );
+        for broken in [
+            &b""[..],
+            b"[]",
+            br#"{"severity":"NONE"}"#,
+            br#"{"severity":"NONE","tools":[{"name":"x","kind":"moved","severity":"LOW","rules":[]}]}"#,
+            br#"{"severity":"NONE","tools":[{"name":"x","kind":"renamed","severity":"LOW","rules":[]}]}"#,
+            br#"{"severity":"NONE","tools":[{"name":"x","kind":"added","severity":"LOW","rules":["R99"]}]}"#,
+        ] {
+            assert_eq!(Changes::decode(broken), None, "{}", String::from_utf8_lossy(broken));
+        }
+    }
 
     fn row(
         name: &str,

@@ -157,7 +157,9 @@ impl AppState {
                 .store
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            f(&mut store, &state.inner)
+            let result = f(&mut store, &state.inner);
+            state.inner.drift_cache.save(&mut *store);
+            result
         })
         .await
         .map_err(|e| Failure::Internal(format!("a store task failed: {e}")))?

@@ -13,7 +13,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup, DOCTYPE};
-use plumbline_drift::{Change, ToolDrift};
+use plumbline_drift::Change;
 use plumbline_store::{ObservationId, Outcome, Review, Store};
 use plumbline_taxonomy::diff::{diff as structural_diff, ChangeKind};
 use plumbline_taxonomy::json::{Object, Value};
@@ -21,7 +21,7 @@ use plumbline_taxonomy::{Detail, Evidence, RuleId, Severity};
 use serde::Deserialize;
 
 use crate::api::{self, Verdict};
-use crate::changes::{self, ChangeDetail, Context, Sort};
+use crate::changes::{self, ChangeDetail, Context, Sort, ToolChange};
 use crate::error::{ApiError, Failure, PageError};
 use crate::links::{self, utc, ToolName};
 use crate::text::{self, line};
@@ -387,12 +387,12 @@ async fn server(
 fn change_summary(
     server: &str,
     id: ObservationId,
-    t: &ToolDrift,
+    t: &ToolChange,
     review: Option<&Review>,
 ) -> Markup {
     html! {
         a.change href=(links::change(server, id, &t.name)) {
-            (severity_badge(t.classification.severity)) " " (line(&t.name))
+            (severity_badge(t.severity)) " " (line(&t.name))
         }
         " " (kind_label(&t.change)) " " (review_label(review))
     }
@@ -449,8 +449,8 @@ async fn observation(
                                     tr {
                                         td { a href=(links::change(&name, s.id, &t.name)) { (line(&t.name)) } }
                                         td { (kind_label(&t.change)) }
-                                        td { (severity_badge(t.classification.severity)) }
-                                        td { @for r in &t.classification.rules { (rule_link(*r)) " " } }
+                                        td { (severity_badge(t.severity)) }
+                                        td { @for r in &t.rules { (rule_link(*r)) " " } }
                                         td { (review_label(view.reviews.get(&(s.id, t.name.clone())))) }
                                     }
                                 }

@@ -1093,3 +1093,56 @@ async fn dot_named_tools_have_working_links() {
         assert!(change.body.contains(description), "{segment}");
     }
 }
+
+/// A change is graded once and the grade kept in the store: the next
+/// dashboard process reads it from there instead of grading again, and a
+/// stored summary it cannot read is graded again and replaced.
+#[tokio::test]
+async fn grades_are_kept_in_the_store_for_the_next_process() {
+    use plumbline_dashboard::changes::GRADER;
+
+    let fx = seed();
+    let worst = async |fx: &Fixture| {
+        let (router, _) = app(fx, None);
+        let a = get(&router, "/api/v1/servers/beta").await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+        a.json()["worst_unreviewed"].clone()
+    };
+    let graded = worst(&fx).await;
+    assert_ne!(graded, "CRITICAL", "beta's wording change");
+
+    let mut store = SqliteStore::open(&fx.path).expect("store");
+    let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
+    let (old, new) = (
+        old.tool_set.expect("old set"),
+        new.tool_set.expect("new set"),
+    );
+    let stored = store
+        .drift_summary(&old, &new, GRADER)
+        .expect("read")
+        .expect("the first process kept its grade");
+    let text = String::from_utf8(stored.clone()).expect("JSON text");
+    let severity = format!("\"severity\":{graded}");
+    assert!(text.contains(&severity), "{text}");
+
+    // Where the grade comes from is visible once the stored one differs.
+    let forged = text.replace(&severity, "\"severity\":\"CRITICAL\"");
+    store
+        .put_drift_summary(&old, &new, GRADER, forged.as_bytes())
+        .expect("write");
+    assert_eq!(worst(&fx).await, "CRITICAL", "read from the store");
+
+    store
+        .put_drift_summary(&old, &new, GRADER, b"{\"severity\":")
+        .expect("write");
+    assert_eq!(
+        worst(&fx).await,
+        graded,
+        "an unreadable summary is graded again"
+    );
+    assert_eq!(
+        store.drift_summary(&old, &new, GRADER).expect("read"),
+        Some(stored),
+        "and replaced"
+    );
+}

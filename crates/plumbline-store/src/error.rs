@@ -66,6 +66,14 @@ pub enum StoreError {
         source: Box<rusqlite::Error>,
     },
 
+    #[error("cannot write {what} to the store {path}")]
+    WriteDerived {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: Box<rusqlite::Error>,
+    },
+
     #[error("cannot read {what} from the store {path}")]
     Read {
         path: PathBuf,

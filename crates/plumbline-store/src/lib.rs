@@ -100,6 +100,26 @@ pub use sqlite::SqliteStore;
 /// Reads take `&self` and writes `&mut self`. Methods are synchronous; an
 /// async caller runs them on a blocking thread.
 pub trait Store {
+    /// The summary of the drift from tool set `old` to `new` that
+    /// `grader` stored with [`Store::put_drift_summary`], if any. Derived
+    /// data: the store keeps the bytes and never reads them.
+    fn drift_summary(
+        &self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Keeps `grader`'s summary of the drift from tool set `old` to `new`,
+    /// replacing one stored under the same key.
+    fn put_drift_summary(
+        &mut self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+        summary: &[u8],
+    ) -> Result<(), StoreError>;
+
     /// Registers a server, or replaces the identity of one already known.
     /// `identity` is a JSON object (transport and command or URL, no
     /// secrets); it is stored in RFC 8785 canonical form.

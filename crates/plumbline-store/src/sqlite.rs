@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_alerts.sql"),
     include_str!("migrations/0003_reviews.sql"),
     include_str!("migrations/0004_tool_set_changes.sql"),
+    include_str!("migrations/0005_drift_summaries.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -376,6 +377,56 @@ impl SummaryRow {
 }
 
 impl Store for SqliteStore {
+    fn drift_summary(
+        &self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT summary FROM drift_summaries
+                 WHERE old_set = ?1 AND new_set = ?2 AND grader = ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![&old.as_bytes()[..], &new.as_bytes()[..], grader],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(|source| self.read_err("a drift summary", source))
+    }
+
+    fn put_drift_summary(
+        &mut self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+        summary: &[u8],
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO drift_summaries (old_set, new_set, grader, summary)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (old_set, new_set, grader) DO UPDATE SET summary = excluded.summary",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    &old.as_bytes()[..],
+                    &new.as_bytes()[..],
+                    grader,
+                    summary
+                ])
+            })
+            .map_err(|source| StoreError::WriteDerived {
+                path: self.path.clone(),
+                what: "a drift summary",
+                source: Box::new(source),
+            })?;
+        Ok(())
+    }
+
     fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError> {
         let canonical =
             canonicalize(identity.as_bytes()).map_err(|source| StoreError::InvalidIdentity {

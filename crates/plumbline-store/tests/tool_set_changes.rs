@@ -63,13 +63,45 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
     let ids = record(&mut SqliteStore::open(&path).unwrap());
     // Take the file back to schema version 3, as an older Plumbline left it.
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE tool_set_changes; PRAGMA user_version = 3;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE drift_summaries; DROP TABLE tool_set_changes; PRAGMA user_version = 3;",
+    )
+    .unwrap();
     drop(conn);
     let store = SqliteStore::open(&path).expect("migrates");
-    assert_eq!(store.schema_version().unwrap(), 4);
+    assert_eq!(store.schema_version().unwrap(), SqliteStore::SCHEMA_VERSION);
     assert_eq!(
         changes(&store, "docs"),
         [(ids[3], ids[1]), (ids[6], ids[4])]
     );
+}
+
+/// Drift summaries are kept per (old set, new set, grader), replaced under
+/// the same key, and outlive the connection that wrote them.
+#[test]
+fn drift_summaries_are_kept_by_tool_sets_and_grader() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.db");
+    let mut store = SqliteStore::open(&path).unwrap();
+    record(&mut store);
+    let (new, old) = store.tool_set_changes("docs").unwrap()[0].clone();
+    let (old, new) = (old.tool_set.unwrap(), new.tool_set.unwrap());
+    assert_eq!(store.drift_summary(&old, &new, "g1").unwrap(), None);
+    store.put_drift_summary(&old, &new, "g1", b"first").unwrap();
+    store
+        .put_drift_summary(&old, &new, "g1", b"second")
+        .unwrap();
+    store.put_drift_summary(&old, &new, "g2", b"other").unwrap();
+    drop(store);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.drift_summary(&old, &new, "g1").unwrap().as_deref(),
+        Some(&b"second"[..])
+    );
+    assert_eq!(
+        store.drift_summary(&old, &new, "g2").unwrap().as_deref(),
+        Some(&b"other"[..])
+    );
+    // The reverse change is another change.
+    assert_eq!(store.drift_summary(&new, &old, "g1").unwrap(), None);
 }
