@@ -189,6 +189,15 @@ impl HttpTransport {
         headers
     }
 
+    /// What answers the server's requests, for this session as it stands.
+    fn answerer(&self) -> Answerer {
+        Answerer {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers: self.request_headers(""),
+        }
+    }
+
     /// Handles one message that arrived while waiting for `id`.
     async fn dispatch(
         &mut self,
@@ -206,9 +215,7 @@ impl HttpTransport {
                 Ok(None)
             }
             Inbound::Request { id: rid, method: m } => {
-                // Answered on its own POST; its reply carries nothing for us.
-                let answer = answer_to(rid, &m);
-                let _ = timeout(Answerer::TIMEOUT, self.post("", &answer).send()).await;
+                self.answerer().answer(rid, &m).await;
                 Ok(None)
             }
         }
@@ -275,15 +282,10 @@ impl HttpTransport {
         let max = self.max;
         let (acked, ack) = oneshot::channel();
         let need_ack = era == Era::Stateless;
-        let answerer = Answerer {
-            client: self.client.clone(),
-            url: self.url.clone(),
-            headers: self.request_headers(""),
-        };
         self.stream = Some(tokio::spawn(read_notifications(
             resp,
             flag,
-            answerer,
+            self.answerer(),
             max,
             need_ack.then_some(acked),
         )));
@@ -311,10 +313,10 @@ impl Heard {
     }
 }
 
-/// Answers the requests a server sends on the notification stream (a
-/// `ping`, or `roots/list` after the handshake), each on its own POST, as
-/// the session's other messages are. A server may wait for the answer
-/// before it sends anything else, `list_changed` included.
+/// Answers the requests a server sends (a `ping`, or `roots/list` after
+/// the handshake), in a POST's answer or on the notification stream, each
+/// on its own POST. A server may wait for the answer before it sends
+/// anything else, `list_changed` included.
 struct Answerer {
     client: Client,
     url: String,
