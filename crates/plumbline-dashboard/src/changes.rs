@@ -22,7 +22,7 @@ use plumbline_store::{
 };
 use plumbline_taxonomy::json::{parse_tool, Value};
 use plumbline_taxonomy::{Classifier, RuleId, Severity};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::error::Failure;
 
@@ -39,10 +39,11 @@ pub const GRADER: &str = concat!(
 );
 
 /// The grade of one tool's change, without its evidence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolChange {
     /// The tool's name (for a rename, the new name).
     pub name: String,
+    #[serde(flatten)]
     pub change: Change,
     pub severity: Severity,
     pub rules: Vec<RuleId>,
@@ -61,37 +62,16 @@ impl ToolChange {
 
 /// The changes of one observation: every tool that did not stay the same,
 /// worst first (the order of `plumbline_drift::Drift::tools`).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default, PartialEq, Serialize)]
 pub struct Changes {
     pub severity: Severity,
     pub tools: Vec<ToolChange>,
 }
 
 impl Changes {
-    /// The stored form: a JSON array of the tools' changes.
+    /// The stored form: this, as JSON.
     fn encode(&self) -> Vec<u8> {
-        let tools: Vec<serde_json::Value> = self
-            .tools
-            .iter()
-            .map(|t| {
-                let (kind, from) = match &t.change {
-                    Change::Added => ("added", None),
-                    Change::Removed => ("removed", None),
-                    Change::Changed => ("changed", None),
-                    Change::Unchanged => ("unchanged", None),
-                    Change::Renamed { from } => ("renamed", Some(from)),
-                };
-                json!({
-                    "name": t.name,
-                    "kind": kind,
-                    "from": from,
-                    "severity": t.severity.as_str(),
-                    "rules": t.rules.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        serde_json::to_vec(&json!({ "severity": self.severity.as_str(), "tools": tools }))
-            .unwrap_or_default()
+        serde_json::to_vec(self).unwrap_or_default()
     }
 
     /// The stored form read back; `None` for anything else, which is then

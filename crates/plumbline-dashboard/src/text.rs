@@ -120,6 +120,22 @@ pub fn old_fragments(edits: &[Edit]) -> Vec<Fragment> {
         .collect()
 }
 
+/// The runs of the new side (equal and inserted, non-empty), each with
+/// its mark.
+fn new_runs(edits: &[Edit]) -> impl Iterator<Item = (&Edit, Mark)> {
+    edits
+        .iter()
+        .filter(|e| e.op != Op::Delete && !e.new.is_empty())
+        .map(|e| {
+            let mark = if e.op == Op::Equal {
+                Mark::Same
+            } else {
+                Mark::Inserted
+            };
+            (e, mark)
+        })
+}
+
 /// The new side of a diffed field: equal and inserted runs, split where
 /// an evidence highlight starts or ends. `highlights` are byte ranges of
 /// the new text with the rule that pointed at each.
@@ -138,15 +154,7 @@ pub fn new_fragments(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> V
     let mut open: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
     let mut counts = [0u32; RuleId::ALL.len()];
     let mut out: Vec<Fragment> = Vec::new();
-    for e in edits
-        .iter()
-        .filter(|e| e.op != Op::Delete && !e.new.is_empty())
-    {
-        let mark = if e.op == Op::Equal {
-            Mark::Same
-        } else {
-            Mark::Inserted
-        };
+    for (e, mark) in new_runs(edits) {
         let inside = points.partition_point(|p| *p <= e.new.start);
         let cuts = std::iter::once(e.new.start)
             .chain(
@@ -337,15 +345,7 @@ mod tests {
     /// it (quadratic; for checking the sweep).
     fn reference(edits: &[Edit], highlights: &[(Range<usize>, RuleId)]) -> Vec<Fragment> {
         let mut out: Vec<Fragment> = Vec::new();
-        for e in edits
-            .iter()
-            .filter(|e| e.op != Op::Delete && !e.new.is_empty())
-        {
-            let mark = if e.op == Op::Equal {
-                Mark::Same
-            } else {
-                Mark::Inserted
-            };
+        for (e, mark) in new_runs(edits) {
             let mut cuts = vec![e.new.start, e.new.end];
             for (r, _) in highlights {
                 for p in [r.start, r.end] {
