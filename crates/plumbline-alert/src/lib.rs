@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
+use plumbline_base::redact::redact_url;
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{RuleId, Severity};
 use serde::Serialize;
@@ -275,8 +276,26 @@ pub async fn post_body(
         }
         match req.send().await {
             Ok(resp) if resp.status().is_success() => return Ok(attempt),
+            Ok(resp) if resp.status().is_redirection() => {
+                // Never retried: the answer will not change, and the body
+                // goes only where it was configured to go.
+                let to = resp
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .map(|l| redact_url(l).into_owned())
+                    .unwrap_or_default();
+                return Err(DeliveryError::Webhook {
+                    url: redact_url(url).into_owned(),
+                    attempts: attempt,
+                    message: format!(
+                        "HTTP {} redirect to {to:?} not followed: alerts go only to the configured URL",
+                        resp.status()
+                    ),
+                });
+            }
             Ok(resp) => last = format!("HTTP {}", resp.status()),
-            Err(e) => last = e.to_string(),
+            Err(e) => last = plumbline_base::error_chain(&e),
         }
         if attempt < retry.attempts {
             tokio::time::sleep(backoff).await;
@@ -284,44 +303,56 @@ pub async fn post_body(
         }
     }
     Err(DeliveryError::Webhook {
-        url: url.to_owned(),
+        url: redact_url(url).into_owned(),
         attempts: retry.attempts.max(1),
         message: last,
     })
 }
 
-/// A reqwest client for webhooks (rustls with the ring provider).
+/// A reqwest client for webhooks (rustls with the ring provider). It
+/// follows no redirect: the alert and its signature go only to the URL
+/// configured.
 pub fn client() -> Result<reqwest::Client, reqwest::Error> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().build()
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
 }
 
-/// Runs `command` (with `args`), writing the alert's JSON to its stdin;
-/// it must exit 0 within `timeout`.
-pub async fn run_hook(
-    command: &str,
-    args: &[String],
-    alert: &Alert,
-    timeout: Duration,
-) -> Result<(), DeliveryError> {
-    run_hook_with(command, args, &alert.body(), timeout).await
+/// A command that reads each alert's JSON on its stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    pub command: String,
+    pub args: Vec<String>,
+    /// The hook's whole environment: nothing of Plumbline's own is
+    /// inherited but what is listed here (the caller decides, see
+    /// `plumbline_mcp::child_environment`).
+    pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+}
+
+/// Runs `hook`, writing the alert's JSON to its stdin; it must exit 0
+/// within `timeout`.
+pub async fn run_hook(hook: &Hook, alert: &Alert, timeout: Duration) -> Result<(), DeliveryError> {
+    run_hook_with(hook, &alert.body(), timeout).await
 }
 
 /// Runs a hook with an already-built payload (as kept in the outbox) on
 /// its stdin; it must exit 0 within `timeout`.
 pub async fn run_hook_with(
-    command: &str,
-    args: &[String],
+    hook: &Hook,
     body: &[u8],
     timeout: Duration,
 ) -> Result<(), DeliveryError> {
+    let command = hook.command.as_str();
     use tokio::io::AsyncWriteExt;
     let fail = |message: String| DeliveryError::Hook {
         command: command.to_owned(),
         message,
     };
     let mut child = tokio::process::Command::new(command)
-        .args(args)
+        .args(&hook.args)
+        .env_clear()
+        .envs(hook.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .kill_on_drop(true)

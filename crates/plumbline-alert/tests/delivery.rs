@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use plumbline_alert::{
-    client, post_webhook, run_hook, verify, Alert, Retry, WebhookFormat, SIGNATURE_HEADER,
+    client, post_webhook, run_hook, verify, Alert, Hook, Retry, WebhookFormat, SIGNATURE_HEADER,
 };
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::{Classifier, Severity};
@@ -169,30 +169,51 @@ async fn a_delivery_that_keeps_failing_is_returned_as_an_error_not_dropped() {
     assert_eq!(state.lock().unwrap().attempts, 4);
 }
 
+fn sh(script: String, env: &[(&str, &str)]) -> Hook {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut env: Vec<_> = env
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
+    env.push(("PATH".into(), path));
+    Hook {
+        command: "sh".into(),
+        args: vec!["-c".into(), script],
+        env,
+    }
+}
+
 #[tokio::test]
-async fn a_command_hook_reads_the_alert_on_stdin() {
+async fn a_command_hook_reads_the_alert_on_stdin_with_only_its_environment() {
     let alert = rug_pull_alerts(Severity::Low).remove(0);
     let dir = std::env::temp_dir().join(format!("plumbline-alert-hook-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("alert.json");
-    run_hook(
-        "sh",
-        &["-c".into(), format!("cat > {}", out.display())],
-        &alert,
-        Duration::from_secs(10),
-    )
-    .await
-    .expect("hook ran");
+    let env_out = dir.join("env.txt");
+    let hook = sh(
+        format!("cat > {}; env > {}", out.display(), env_out.display()),
+        &[("HOOK_ONLY", "given")],
+    );
+    run_hook(&hook, &alert, Duration::from_secs(10))
+        .await
+        .expect("hook ran");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["tool"], "add");
-    let err = run_hook(
-        "sh",
-        &["-c".into(), "exit 4".into()],
-        &alert,
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap_err();
+    // Nothing of this process's environment (CARGO_*, say) reaches the
+    // hook but what the Hook lists; `sh` itself adds PWD, SHLVL and `_`.
+    let env = std::fs::read_to_string(&env_out).unwrap();
+    let mut names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
+    names.retain(|n| !matches!(*n, "PWD" | "SHLVL" | "_" | "OLDPWD"));
+    names.sort_unstable();
+    assert_eq!(names, ["HOOK_ONLY", "PATH"], "{env}");
+    assert!(
+        std::env::var_os("CARGO").is_some(),
+        "the test runs under cargo"
+    );
+
+    let err = run_hook(&sh("exit 4".into(), &[]), &alert, Duration::from_secs(10))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("exit status: 4"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

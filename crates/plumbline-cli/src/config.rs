@@ -106,8 +106,16 @@ pub enum ChannelConfig {
     Slack { url: String },
     /// JSON Lines on standard output.
     Jsonl,
-    /// A command that reads the alert's JSON on stdin.
-    Exec { command: Vec<String> },
+    /// A command that reads the alert's JSON on stdin. Like a stdio
+    /// server, it starts with only the default variables, the names in
+    /// `inherit_env` and its own `env` (`${VAR}` expanded).
+    Exec {
+        command: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inherit_env: Vec<String>,
+    },
 }
 
 /// `[limits]`: overrides of the client's bounds, all optional.
@@ -203,6 +211,12 @@ pub enum ServerConfig {
         env: BTreeMap<String, String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cwd: Option<PathBuf>,
+        /// Names of Plumbline's own environment variables the server
+        /// inherits beyond the defaults (`PATH`, `HOME`, `USER`, `LOGNAME`,
+        /// `SHELL`, `TERM`, `LANG`, `LC_*`, `TMPDIR`). Nothing else of
+        /// Plumbline's environment reaches a server.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        inherit_env: Vec<String>,
     },
     Http {
         url: String,
@@ -222,8 +236,19 @@ impl Config {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let config: Config =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        for name in config.servers.keys() {
+        for (name, server) in &config.servers {
             check_name(name).with_context(|| format!("{}", path.display()))?;
+            if let ServerConfig::Stdio { inherit_env, .. } = server {
+                check_inherit_env(inherit_env)
+                    .with_context(|| format!("{}: servers.{name}.inherit_env", path.display()))?;
+            }
+        }
+        for alert in &config.alerts {
+            if let ChannelConfig::Exec { inherit_env, .. } = &alert.channel {
+                check_inherit_env(inherit_env).with_context(|| {
+                    format!("{}: alert {:?}: inherit_env", path.display(), alert.name)
+                })?;
+            }
         }
         config
             .limits
@@ -257,6 +282,15 @@ fn check_name(name: &str) -> Result<()> {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !ok {
         bail!("server name {name:?}: use letters, digits, '-', '_' and '.' (at most 100)");
+    }
+    Ok(())
+}
+
+fn check_inherit_env(names: &[String]) -> Result<()> {
+    for name in names {
+        if !plumbline_mcp::is_valid_env_name(name) {
+            bail!("{name:?} is not an environment variable name");
+        }
     }
     Ok(())
 }
@@ -312,13 +346,22 @@ impl ServerConfig {
                 args,
                 cwd,
                 env,
-            } => serde_json::json!({
-                "transport": "stdio",
-                "command": command,
-                "args": args,
-                "cwd": cwd,
-                "env": env.keys().collect::<Vec<_>>(),
-            }),
+                inherit_env,
+            } => {
+                let mut id = serde_json::json!({
+                    "transport": "stdio",
+                    "command": command,
+                    "args": args,
+                    "cwd": cwd,
+                    "env": env.keys().collect::<Vec<_>>(),
+                });
+                // Only when set, so identities recorded before the key
+                // existed stay equal.
+                if !inherit_env.is_empty() {
+                    id["inherit_env"] = serde_json::json!(inherit_env);
+                }
+                id
+            }
             ServerConfig::Http { url, headers } => serde_json::json!({
                 "transport": "http", "url": url, "headers": headers.keys().collect::<Vec<_>>(),
             }),
@@ -350,10 +393,12 @@ impl ServerConfig {
                 args,
                 env,
                 cwd,
+                inherit_env,
             } => ServerSpec::Stdio(StdioSpec {
                 command: command.clone(),
                 args: args.clone(),
                 env: pairs(env, "environment variable")?,
+                inherit_env: inherit_env.clone(),
                 cwd: cwd.clone(),
             }),
             ServerConfig::Http { url, headers } => ServerSpec::Http(HttpSpec {

@@ -89,6 +89,7 @@ fn server(phase: u8) -> Result<(String, ServerConfig)> {
             args: vec!["__demo-server".to_owned()],
             env: [("PLUMBLINE_DEMO_PHASE".to_owned(), phase.to_string())].into(),
             cwd: None,
+            inherit_env: Vec::new(),
         },
     ))
 }

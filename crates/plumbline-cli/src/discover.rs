@@ -586,6 +586,7 @@ fn parse_entry(
                 args,
                 env,
                 cwd,
+                inherit_env: Vec::new(),
             }
         }
         Transport::Http | Transport::Sse => {
@@ -1134,6 +1135,7 @@ mod tests {
                     "${PLUMBLINE_GITHUB_GITHUB_PERSONAL_ACCESS_TOKEN}"
                 )]),
                 cwd: None,
+                inherit_env: Vec::new(),
             }
         );
         assert_eq!(
@@ -1210,6 +1212,7 @@ mod tests {
                     ("LOG_LEVEL", "${PLUMBLINE_DB_LOG_LEVEL}")
                 ]),
                 cwd: None,
+                inherit_env: Vec::new(),
             }
         );
         assert_no_secret_in_toml(&found);
@@ -1291,6 +1294,7 @@ mod tests {
                 args: args(&["-y", "server-perplexity-ask"]),
                 env: map(&[("PERPLEXITY_API_KEY", "${PERPLEXITY_KEY}")]),
                 cwd: None,
+                inherit_env: Vec::new(),
             }
         );
         assert_eq!(perplexity.secrets_to_set, ["PERPLEXITY_KEY"]);
@@ -1336,6 +1340,7 @@ mod tests {
                 args: args(&["-y", "@modelcontextprotocol/server-memory"]),
                 env: map(&[("MEMORY_FILE_PATH", "${PLUMBLINE_MEMORY_MEMORY_FILE_PATH}")]),
                 cwd: None,
+                inherit_env: Vec::new(),
             }
         );
     }
@@ -1391,6 +1396,7 @@ mod tests {
                     ("DATABASE_URL", "${DB_CONNECTION_STRING}")
                 ]),
                 cwd: Some("./mcp-servers/python".into()),
+                inherit_env: Vec::new(),
             }
         );
         // httpUrl is Streamable HTTP; url is SSE unless `type` says http.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use plumbline_alert::{post_body, run_hook_with, Alert, AlertKind, Retry, WebhookFormat};
+use plumbline_alert::{post_body, run_hook_with, Alert, AlertKind, Hook, Retry, WebhookFormat};
 use plumbline_mcp::{HttpClient, Limits, Session};
 use plumbline_store::{NewAlert, ObservationId, SqliteStore, Store};
 use plumbline_taxonomy::{Classifier, Severity};
@@ -232,9 +232,22 @@ async fn deliver(
                 println!("{}", String::from_utf8_lossy(&pending.body));
                 Ok(())
             }
-            ChannelConfig::Exec { command } => match command.split_first() {
+            ChannelConfig::Exec {
+                command,
+                env,
+                inherit_env,
+            } => match command.split_first() {
                 Some((cmd, args)) => {
-                    run_hook_with(cmd, args, &pending.body, Duration::from_secs(30)).await
+                    let own = env
+                        .iter()
+                        .map(|(k, v)| Ok((k.clone(), crate::config::expand_env(v)?)))
+                        .collect::<Result<Vec<_>>>()?;
+                    let hook = Hook {
+                        command: cmd.clone(),
+                        args: args.to_vec(),
+                        env: plumbline_mcp::child_environment_from_ours(inherit_env, &own),
+                    };
+                    run_hook_with(&hook, &pending.body, Duration::from_secs(30)).await
                 }
                 None => Ok(()),
             },

@@ -34,17 +34,7 @@ impl Failure {
     }
 }
 
-/// The message of an error and every error that caused it.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        s.push_str(": ");
-        s.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    s
-}
+use plumbline_base::error_chain as chain;
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {

@@ -39,6 +39,16 @@ pub enum ListErrorKind {
         method: &'static str,
         message: String,
     },
+    #[error(
+        "{method}: the server redirected (HTTP {status}) to another origin, {location}; \
+         not followed, since the configured headers would go with it: \
+         configure that URL instead if you trust it"
+    )]
+    Redirect {
+        method: &'static str,
+        status: u16,
+        location: String,
+    },
     #[error("{method} failed: the server answered error {code}: {message}")]
     Server {
         method: &'static str,
@@ -103,15 +113,8 @@ pub(crate) fn excerpt(bytes: &[u8], max: usize) -> String {
     out
 }
 
-/// A reqwest error as an I/O error whose message carries the whole chain
-/// ("error sending request" alone hides "connection refused").
+/// A reqwest error as an I/O error whose message carries the whole chain,
+/// redacted ([`plumbline_base::error_chain`]).
 pub(crate) fn describe_reqwest(e: &reqwest::Error) -> std::io::Error {
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    std::io::Error::other(message)
+    std::io::Error::other(plumbline_base::error_chain(e))
 }

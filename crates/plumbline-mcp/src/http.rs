@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio::time::{timeout, timeout_at, Instant};
 
+use plumbline_base::redact::redact_url;
+
 use crate::error::{excerpt, ListError, ListErrorKind};
 use crate::limits::Limits;
 use crate::listing::{Era, Listing};
@@ -42,8 +44,71 @@ pub(crate) fn client(limits: &Limits) -> Result<Client, ListError> {
     });
     Client::builder()
         .connect_timeout(limits.connect_timeout)
+        .redirect(redirect_policy())
         .build()
         .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)).into())
+}
+
+/// Redirects are followed within the origin the request was sent to (a
+/// server moving `/mcp` to `/mcp/`, say), up to ten, and never to another
+/// origin: configured headers (`X-Api-Key`, `Private-Token`, …) would go
+/// with them, and reqwest strips only `Authorization` and `Cookie`. The
+/// 3xx answer then comes back to the caller, which says so
+/// ([`refusal`]).
+fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        if attempt.previous().len() > 10 {
+            return attempt.error("more than 10 redirects");
+        }
+        let same = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| same_origin(first, attempt.url()));
+        if same {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// RFC 6454 origins: scheme, host and port.
+pub(crate) fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+/// A URL fit for an error message: no user information, no secret-looking
+/// query values, sanitised for a terminal.
+pub(crate) fn redacted_url(url: &reqwest::Url) -> String {
+    excerpt(redact_url(url.as_str()).as_bytes(), 200)
+}
+
+/// Why an answer that is not 2xx failed `method`: a redirect to another
+/// origin says that it was not followed and why; anything else gives its
+/// status and the start of its body.
+pub(crate) fn refusal(
+    method: &'static str,
+    from: &reqwest::Url,
+    status: StatusCode,
+    location: Option<&HeaderValue>,
+    body: &[u8],
+) -> ListError {
+    if status.is_redirection() {
+        let target = location
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| from.join(l).ok());
+        return ListErrorKind::Redirect {
+            method,
+            status: status.as_u16(),
+            location: target
+                .as_ref()
+                .map_or_else(|| "an unreadable location".to_owned(), redacted_url),
+        }
+        .into();
+    }
+    status_error(method, status, body)
 }
 
 /// An HTTP client for many connections: one connection pool and one TLS
@@ -401,9 +466,14 @@ impl Transport for HttpTransport {
             .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
         let status = resp.status();
         if !status.is_success() {
+            let location = resp.headers().get(reqwest::header::LOCATION).cloned();
+            let from = resp.url().clone();
             let text = body(resp, 64 << 10, deadline, method)
                 .await
                 .unwrap_or_default();
+            if status.is_redirection() {
+                return Err(refusal(method, &from, status, location.as_ref(), &text));
+            }
             if method == "server/discover" {
                 // A legacy server refuses the probe at the HTTP level.
                 return Ok(Err(RpcError {
@@ -483,6 +553,8 @@ impl Transport for HttpTransport {
             Ok(())
         } else {
             let status = resp.status();
+            let location = resp.headers().get(reqwest::header::LOCATION).cloned();
+            let from = resp.url().clone();
             let text = body(
                 resp,
                 64 << 10,
@@ -491,7 +563,7 @@ impl Transport for HttpTransport {
             )
             .await
             .unwrap_or_default();
-            Err(status_error(method, status, &text))
+            Err(refusal(method, &from, status, location.as_ref(), &text))
         }
     }
 
@@ -529,5 +601,29 @@ impl Transport for HttpTransport {
             // keeps a permit), so nothing between the checks and here is.
             self.heard.wake.notified().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_and_redacted_urls() {
+        let u = |s: &str| reqwest::Url::parse(s).expect("URL");
+        assert!(same_origin(
+            &u("http://127.0.0.1/mcp"),
+            &u("http://127.0.0.1:80/mcp/")
+        ));
+        assert!(!same_origin(
+            &u("http://127.0.0.1:1/mcp"),
+            &u("http://127.0.0.1:2/mcp")
+        ));
+        assert!(!same_origin(&u("https://h/mcp"), &u("http://h/mcp")));
+        assert!(!same_origin(&u("https://h/mcp"), &u("https://evil.h/mcp")));
+        assert_eq!(
+            redacted_url(&u("https://u:p@h/mcp?token=t0k&x=1")),
+            "https://REDACTED@h/mcp?token=REDACTED&x=1"
+        );
     }
 }

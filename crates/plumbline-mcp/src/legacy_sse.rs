@@ -2,13 +2,15 @@
 //! first event names the endpoint to POST requests to; every answer comes
 //! back as a `message` event on that stream.
 
-use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE, LOCATION};
 use reqwest::{Client, Response, Url};
 use serde_json::{json, Value};
 use tokio::time::{timeout_at, Instant};
 
 use crate::error::{excerpt, ListError, ListErrorKind};
-use crate::http::{client, extra_headers, timeout_error, HttpSpec};
+use crate::http::{
+    client, extra_headers, redacted_url, refusal, same_origin, timeout_error, HttpSpec,
+};
 use crate::limits::Limits;
 use crate::listing::{Era, Listing};
 use crate::protocol::{self, parse_inbound, Announced, Inbound, Reply, Transport};
@@ -60,11 +62,13 @@ impl SseTransport {
         .map_err(|_| timeout_error("connect", started, deadline))?
         .map_err(io)?;
         if !stream.status().is_success() {
-            return Err(ListErrorKind::Protocol {
-                method: "connect",
-                message: format!("HTTP {} for the event stream", stream.status()),
-            }
-            .into());
+            return Err(refusal(
+                "connect",
+                stream.url(),
+                stream.status(),
+                stream.headers().get(LOCATION),
+                b"(the event stream)",
+            ));
         }
         let mut t = SseTransport {
             client,
@@ -85,6 +89,19 @@ impl SseTransport {
                     method: "connect",
                     message: format!("bad endpoint {}: {e}", excerpt(target.as_bytes(), 80)),
                 })?;
+                // Requests carry the configured headers: they go only where
+                // the stream came from (as the official SDKs require).
+                if !same_origin(&t.endpoint, t.stream.url()) {
+                    return Err(ListErrorKind::Protocol {
+                        method: "connect",
+                        message: format!(
+                            "the endpoint {} is not on the event stream's origin; \
+                             not sending the configured headers there",
+                            redacted_url(&t.endpoint)
+                        ),
+                    }
+                    .into());
+                }
                 return Ok(t);
             }
         }
@@ -132,11 +149,13 @@ impl SseTransport {
         if resp.status().is_success() {
             Ok(())
         } else {
-            Err(ListErrorKind::Protocol {
-                method: stage,
-                message: format!("HTTP {} for a POST to the endpoint", resp.status()),
-            }
-            .into())
+            Err(refusal(
+                stage,
+                resp.url(),
+                resp.status(),
+                resp.headers().get(LOCATION),
+                b"(a POST to the endpoint)",
+            ))
         }
     }
 }

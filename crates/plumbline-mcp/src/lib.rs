@@ -11,6 +11,7 @@
 //! one listing; [`Session`] to keep a connection open and hear
 //! `notifications/tools/list_changed` between listings.
 
+mod environment;
 mod error;
 mod framing;
 mod http;
@@ -22,6 +23,10 @@ mod session;
 mod sse;
 mod stdio;
 
+pub use environment::{
+    child_environment, child_environment_from_ours, is_inherited_by_default,
+    is_valid_name as is_valid_env_name, DEFAULT_INHERITED,
+};
 pub use error::ListError;
 pub use http::{HttpClient, HttpSpec};
 pub use limits::Limits;

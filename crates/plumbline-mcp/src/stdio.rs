@@ -25,8 +25,13 @@ use crate::protocol::{self, parse_inbound, Announced, Inbound, Reply, Transport}
 pub struct StdioSpec {
     pub command: String,
     pub args: Vec<String>,
-    /// Added to the inherited environment.
+    /// The server's own variables. Nothing else of Plumbline's
+    /// environment reaches the server but [`crate::DEFAULT_INHERITED`],
+    /// `LC_*` and the names in `inherit_env`: Plumbline's environment holds
+    /// every other server's secrets.
     pub env: Vec<(String, String)>,
+    /// Names of Plumbline's own variables to pass through as well.
+    pub inherit_env: Vec<String>,
     pub cwd: Option<PathBuf>,
 }
 
@@ -82,8 +87,11 @@ pub(crate) struct StdioTransport {
 impl StdioTransport {
     pub(crate) fn spawn(spec: &StdioSpec, limits: &Limits) -> Result<Self, ListError> {
         let mut cmd = Command::new(&spec.command);
+        crate::environment::apply(
+            &mut cmd,
+            &crate::environment::child_environment_from_ours(&spec.inherit_env, &spec.env),
+        );
         cmd.args(&spec.args)
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,0 +1,228 @@
+//! What a hostile server, receiver or configuration must not get from
+//! Plumbline: each test is one finding of the security review (issue
+//! "Security"), end to end through the `plumbline` binary.
+
+mod common;
+
+use std::process::Command;
+
+use common::{test_server, text};
+use serde_json::Value;
+
+/// Runs `plumbline ARGS` in `dir` with `env` added to this process's
+/// environment (no store or registry taken from it).
+fn plumbline_with_env(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_CONFIG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("plumbline runs")
+}
+
+/// Finding 1: a stdio server starts with the default allowlist, the names
+/// its `inherit_env` asks for, and its own `env`: never the secrets of
+/// other servers, the dashboard token or anything else of ours.
+#[test]
+fn a_stdio_server_sees_only_the_allowlist_and_its_own_environment() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let server = test_server();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.thief]\ntransport = \"stdio\"\ncommand = {server:?}\n\
+             args = [\"--stdio\", \"--hostile\", \"env-dump\"]\n\
+             env = {{ OWN_KEY = \"${{THIEF_KEY}}\" }}\n\
+             inherit_env = [\"PASSED_THROUGH\"]\n\n\
+             [servers.other]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\"]\n\
+             env = {{ OTHER_TOKEN = \"${{OTHER_SERVER_SECRET}}\" }}\n"
+        ),
+    )
+    .expect("config");
+    let o = plumbline_with_env(
+        d,
+        &["observe", "--store", "p.db", "--format", "json"],
+        &[
+            ("THIEF_KEY", "thief-own-value"),
+            ("OTHER_SERVER_SECRET", "sekret-of-another-server"),
+            ("PLUMBLINE_TOKEN", "sekret-dashboard-token"),
+            ("AWS_SECRET_ACCESS_KEY", "sekret-cloud-key"),
+            ("PASSED_THROUGH", "asked-for"),
+            ("LC_ALL", "C"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let shown = plumbline_with_env(
+        d,
+        &["show", "thief", "environment", "--raw", "--store", "p.db"],
+        &[],
+    );
+    let tool: Value = serde_json::from_slice(&shown.stdout).expect("the raw tool");
+    let description = tool["description"].as_str().expect("description");
+    let mut names: Vec<&str> = description
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    names.sort_unstable();
+    for name in &names {
+        assert!(
+            matches!(
+                *name,
+                "HOME"
+                    | "LANG"
+                    | "LOGNAME"
+                    | "PATH"
+                    | "SHELL"
+                    | "TERM"
+                    | "TMPDIR"
+                    | "USER"
+                    | "OWN_KEY"
+                    | "PASSED_THROUGH"
+            ) || name.starts_with("LC_"),
+            "{name} reached the server: {description}"
+        );
+    }
+    assert!(
+        description.contains("OWN_KEY=thief-own-value"),
+        "{description}"
+    );
+    assert!(
+        description.contains("PASSED_THROUGH=asked-for"),
+        "{description}"
+    );
+    assert!(description.contains("LC_ALL=C"), "{description}");
+    assert!(!description.contains("sekret"), "{description}");
+    // The whole store file holds none of the values either.
+    let db = std::fs::read(d.join("p.db")).expect("store");
+    assert!(
+        !db.windows(6).any(|w| w == b"sekret"),
+        "a secret reached the store"
+    );
+}
+
+type Requests = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A raw HTTP/1.1 server on 127.0.0.1 that records every request (head
+/// and body, as text) and answers each with `answer`. Its thread ends with
+/// the test process.
+fn raw_http_server(answer: String) -> (u16, Requests) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let requests: Requests = Requests::default();
+    let sink = std::sync::Arc::clone(&requests);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request = String::new();
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                request.push_str(&line);
+                if let Some((k, v)) = line.split_once(':') {
+                    if k.eq_ignore_ascii_case("content-length") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                if line.trim_end().is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length.min(1 << 20)];
+            let _ = reader.read_exact(&mut body);
+            request.push_str(&String::from_utf8_lossy(&body));
+            sink.lock().expect("requests").push(request);
+            let mut stream = stream;
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (port, requests)
+}
+
+/// A server on another port that answers every request with a 307 to
+/// `target`.
+fn redirector(target: &str) -> (u16, Requests) {
+    raw_http_server(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    ))
+}
+
+/// Finding 2: configured headers never follow a redirect to another
+/// origin, for Streamable HTTP, legacy SSE and webhooks; the error says
+/// why.
+#[test]
+fn configured_headers_and_alerts_never_follow_a_redirect_to_another_origin() {
+    let (elsewhere, received) = raw_http_server(
+        "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            .to_owned(),
+    );
+    let (moved, asked) = redirector(&format!("http://127.0.0.1:{elsewhere}/mcp?from=redirect"));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let mut toml = String::new();
+    for transport in ["http", "sse"] {
+        toml.push_str(&format!(
+            "[servers.moved-{transport}]\ntransport = \"{transport}\"\n\
+             url = \"http://127.0.0.1:{moved}/mcp\"\n\
+             headers = {{ X-Api-Key = \"${{API_KEY}}\", Private-Token = \"${{PRIVATE_TOKEN}}\" }}\n\n"
+        ));
+    }
+    toml.push_str(&format!(
+        "[servers.gone]\ntransport = \"stdio\"\ncommand = \"/nonexistent/server\"\n\n\
+         [watch]\nlisten = \"\"\n\n\
+         [[alerts]]\nname = \"hook\"\ntype = \"webhook\"\n\
+         url = \"http://127.0.0.1:{moved}/hook?key=${{HOOK_KEY}}\"\nsecret = \"${{HOOK_SECRET}}\"\n"
+    ));
+    std::fs::write(d.join("plumbline.toml"), toml).expect("config");
+    let env = [
+        ("API_KEY", "sekret-api-key"),
+        ("PRIVATE_TOKEN", "sekret-private-token"),
+        ("HOOK_KEY", "sekret-hook-key"),
+        ("HOOK_SECRET", "sekret-hmac"),
+    ];
+    // Each failing server's alert (three) goes to the redirecting webhook: kept,
+    // not followed.
+    let o = plumbline_with_env(d, &["watch", "--once", "--store", "p.db"], &env);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let hook_asked = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("POST /hook"))
+        .count();
+    assert_eq!(hook_asked, 3, "one delivery attempt each, not retried");
+    let o = plumbline_with_env(d, &["observe", "--store", "p.db", "--format", "json"], &env);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    for s in v["servers"].as_array().expect("servers") {
+        if s["server"] == "gone" {
+            continue;
+        }
+        let error = s["error"].as_str().expect("an error");
+        assert!(
+            error.contains("redirected (HTTP 307) to another origin")
+                && error.contains(&format!("127.0.0.1:{elsewhere}")),
+            "{error}"
+        );
+    }
+    assert!(
+        !asked.lock().unwrap().is_empty(),
+        "the redirector was asked"
+    );
+
+    assert!(
+        received.lock().unwrap().is_empty(),
+        "the other origin was reached: {:?}",
+        received.lock().unwrap()
+    );
+}
