@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use plumbline_taxonomy::json::{parse_tool, parse_with_depth, Value, MAX_DEPTH};
-use plumbline_taxonomy::{Classification, Classifier, PhraseList, RuleId, Severity};
+use plumbline_taxonomy::{Classification, Classifier, Inventory, RuleId, Severity, Taxonomy};
 use serde::Serialize;
 
 use crate::cli::{ClassifyArgs, Format};
@@ -14,9 +14,16 @@ use crate::exit::{threshold, Outcome};
 use crate::render;
 
 pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
-    let classifier = load_classifier(args.imperatives.as_deref())?;
+    let classifier = load_classifier(
+        args.taxonomy.taxonomy.unwrap_or_default(),
+        args.imperatives.as_deref(),
+    )?;
+    let inventory = match &args.inventory {
+        Some(path) => read_inventory(path)?,
+        None => Inventory::empty(),
+    };
     if let Some(path) = &args.jsonl {
-        return jsonl(&classifier, path, args.fail_on);
+        return jsonl(&classifier, &inventory, path, args.fail_on, args.evidence);
     }
     let (Some(old_path), Some(new_path)) = (&args.old, &args.new) else {
         bail!("classify needs OLD.json and NEW.json, or --jsonl FILE");
@@ -26,7 +33,7 @@ pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
     }
     let old = read_tool(old_path)?;
     let new = read_tool(new_path)?;
-    let classification = classifier.classify(&old, &new);
+    let classification = classifier.classify_in(&old, &new, &inventory);
     let mut out = io::stdout().lock();
     match args.format {
         Format::Human => render::classification(&mut out, old_path, new_path, &classification)?,
@@ -39,9 +46,12 @@ pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
     Ok(threshold(classification.severity, args.fail_on))
 }
 
-fn load_classifier(imperatives: Option<&Path>) -> Result<Classifier> {
+/// The classifier for `taxonomy`, with the imperative list of the file
+/// at `imperatives` when one is given (an unusable file is an error naming
+/// it).
+pub fn load_classifier(taxonomy: Taxonomy, imperatives: Option<&Path>) -> Result<Classifier> {
     let Some(path) = imperatives else {
-        return Ok(Classifier::default());
+        return Ok(Classifier::for_taxonomy(taxonomy));
     };
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
@@ -51,7 +61,15 @@ fn load_classifier(imperatives: Option<&Path>) -> Result<Classifier> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    Ok(Classifier::new(PhraseList::parse(&text)))
+    Classifier::with_imperatives(taxonomy, &text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// The tool names of a saved listing (a tools/list result, an array of
+/// tools, or JSON Lines of tools), as the siblings of the tool classified.
+fn read_inventory(path: &Path) -> Result<Inventory> {
+    let listing = crate::tools_input::read_listing(path)?;
+    Ok(Inventory::empty().with_siblings(listing))
 }
 
 /// Reads one tool from `path` (`-` is standard input).
@@ -81,6 +99,8 @@ struct LineResult<'a> {
     id: &'a Value,
     severity: Severity,
     rules: &'a [RuleId],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    evidence: Option<&'a [plumbline_taxonomy::Evidence]>,
 }
 
 #[derive(Serialize)]
@@ -91,7 +111,13 @@ struct LineError<'a> {
 
 /// Classifies each line of `path` as it is read: memory is bounded by the
 /// longest line, and the output keeps input order.
-fn jsonl(classifier: &Classifier, path: &Path, fail_on: Option<Severity>) -> Result<Outcome> {
+fn jsonl(
+    classifier: &Classifier,
+    inventory: &Inventory,
+    path: &Path,
+    fail_on: Option<Severity>,
+    evidence: bool,
+) -> Result<Outcome> {
     let reader: Box<dyn BufRead> = if path == Path::new("-") {
         Box::new(io::stdin().lock())
     } else {
@@ -99,17 +125,27 @@ fn jsonl(classifier: &Classifier, path: &Path, fail_on: Option<Severity>) -> Res
         Box::new(BufReader::with_capacity(1 << 16, file))
     };
     let mut out = BufWriter::new(io::stdout().lock());
-    let outcome = jsonl_stream(classifier, reader, &mut out, &display_name(path), fail_on)?;
+    let outcome = jsonl_stream(
+        classifier,
+        inventory,
+        reader,
+        &mut out,
+        &display_name(path),
+        fail_on,
+        evidence,
+    )?;
     out.flush()?;
     Ok(outcome)
 }
 
 pub fn jsonl_stream(
     classifier: &Classifier,
+    inventory: &Inventory,
     mut reader: impl BufRead,
     out: &mut impl Write,
     name: &str,
     fail_on: Option<Severity>,
+    evidence: bool,
 ) -> Result<Outcome> {
     let mut outcome = Outcome::Clean;
     let mut line = Vec::new();
@@ -126,7 +162,7 @@ pub fn jsonl_stream(
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
-        match classify_line(classifier, &line) {
+        match classify_line(classifier, inventory, &line) {
             Ok((id, c)) => {
                 outcome = outcome.and(threshold(c.severity, fail_on));
                 serde_json::to_writer(
@@ -135,6 +171,7 @@ pub fn jsonl_stream(
                         id: &id,
                         severity: c.severity,
                         rules: &c.rules,
+                        evidence: evidence.then_some(c.evidence.as_slice()),
                     },
                 )?;
             }
@@ -158,6 +195,7 @@ pub fn jsonl_stream(
 /// could be read (else null) and what is wrong.
 fn classify_line(
     classifier: &Classifier,
+    inventory: &Inventory,
     line: &[u8],
 ) -> Result<(Value, Classification), (Value, String)> {
     // Each tool sits one level below the record and gets the full C1 limit.
@@ -182,8 +220,16 @@ fn classify_line(
     };
     let old = take("old");
     let new = take("new");
+    let own = match fields.get("inventory") {
+        None => None,
+        Some(v) => Some(
+            plumbline_taxonomy::corpus::inventory_of(Some(v))
+                .map_err(|e| (id.clone(), format!("\"inventory\": {e}")))?,
+        ),
+    };
+    let inventory = own.as_ref().unwrap_or(inventory);
     match (old, new) {
-        (Ok(old), Ok(new)) => Ok((id, classifier.classify(&old, &new))),
+        (Ok(old), Ok(new)) => Ok((id, classifier.classify_in(&old, &new, inventory))),
         (Err(e), _) | (_, Err(e)) => Err((id, e)),
     }
 }
@@ -196,10 +242,12 @@ mod tests {
         let mut out = Vec::new();
         let outcome = jsonl_stream(
             &Classifier::default(),
+            &Inventory::empty(),
             input.as_bytes(),
             &mut out,
             "t.jsonl",
             fail_on,
+            false,
         )
         .unwrap();
         (String::from_utf8(out).unwrap(), outcome)

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use plumbline_taxonomy::{RuleId, Severity};
+use plumbline_taxonomy::{RuleId, Severity, Taxonomy};
 
 /// Plumbline grades changes to the tools an MCP server publishes, with the
 /// deterministic taxonomy-v1 severity rules.
@@ -23,7 +23,7 @@ pub enum Command {
     /// is given), 1 when it is at or above it, 2 when an input could not
     /// be read or parsed.
     Classify(ClassifyArgs),
-    /// List the taxonomy-v1 rules with their severities and titles.
+    /// List a taxonomy's rules with their severities and titles.
     Rules(RulesArgs),
     /// Print a rule's documentation.
     Explain(ExplainArgs),
@@ -63,9 +63,47 @@ pub enum Command {
     /// Listens on 127.0.0.1:8077 by default. Any other than a loopback
     /// address needs a token, checked on every request.
     Serve(ServeArgs),
+    /// Score a labelled corpus of tool changes: attacks caught, benign
+    /// changes flagged, per rule.
+    ///
+    /// Each line of each FILE is `{"id", "label": "attack"|"benign",
+    /// "old": {...}, "new": {...}}`, optionally with `"group"` (default:
+    /// the file name) and `"inventory": {"siblings": [...], "foreign":
+    /// [...]}` (the other tools' names, which taxonomy-v2 uses). Exit
+    /// status 2 when a line cannot be read.
+    Evaluate(EvaluateArgs),
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
+}
+
+/// Which taxonomy grades.
+#[derive(Debug, Args)]
+pub struct TaxonomyArg {
+    /// The taxonomy that grades: v1 (the normative taxonomy-v1) or v2
+    /// (docs/taxonomy-v2.md: fewer false alarms, more attack families).
+    #[arg(
+        id = "taxonomy",
+        long = "taxonomy",
+        value_name = "v1|v2",
+        value_parser = parse_taxonomy
+    )]
+    pub taxonomy: Option<Taxonomy>,
+}
+
+#[derive(Debug, Args)]
+pub struct EvaluateArgs {
+    /// Labelled JSON Lines files.
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
+    /// Replace the built-in imperative phrase list (R02).
+    #[arg(long, value_name = "FILE")]
+    pub imperatives: Option<PathBuf>,
+    /// `human`: tables; `json`: one JSON document with every figure.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 /// Where the observations are kept.
@@ -301,13 +339,29 @@ pub struct ClassifyArgs {
     #[arg(long, value_name = "FILE")]
     pub jsonl: Option<PathBuf>,
 
+    /// With --jsonl: add each pair's evidence to its output line, as in
+    /// `--format json`.
+    #[arg(long, requires = "jsonl")]
+    pub evidence: bool,
+
     /// Output format (single-pair mode).
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 
-    /// Replace the built-in imperative phrase list (taxonomy/imperatives-v1.txt).
+    /// Replace the built-in imperative phrase list (R02:
+    /// taxonomy/imperatives-v1.txt or imperatives-v2.txt).
     #[arg(long, value_name = "FILE")]
     pub imperatives: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
+
+    /// The other tools of the same server: a saved tools/list result, an
+    /// array of tools, or JSON Lines of tools. taxonomy-v2 does not take
+    /// their names for references to other tools. With --jsonl, a line's
+    /// own `"inventory": {"siblings": [...], "foreign": [...]}` wins.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
 
     /// Exit with status 1 when a result is at or above this severity.
     #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
@@ -324,6 +378,8 @@ pub enum Format {
 
 #[derive(Debug, Args)]
 pub struct RulesArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -331,7 +387,7 @@ pub struct RulesArgs {
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The rule code, e.g. R03.
+    /// The rule code, e.g. R03 (R01–R09 in taxonomy-v1, R01–R13 in v2).
     #[arg(value_parser = parse_rule)]
     pub rule: RuleId,
 }
@@ -339,6 +395,11 @@ pub struct ExplainArgs {
 fn parse_severity(s: &str) -> Result<Severity, String> {
     s.parse()
         .map_err(|e: plumbline_taxonomy::severity::UnknownSeverity| e.to_string())
+}
+
+fn parse_taxonomy(s: &str) -> Result<Taxonomy, String> {
+    s.parse()
+        .map_err(|e: plumbline_taxonomy::taxonomy::UnknownTaxonomy| e.to_string())
 }
 
 fn parse_rule(s: &str) -> Result<RuleId, String> {

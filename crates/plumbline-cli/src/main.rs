@@ -7,6 +7,7 @@ mod commands;
 mod config;
 mod demo;
 mod discover;
+mod evaluate;
 mod exit;
 mod gate;
 mod lock;
@@ -42,6 +43,7 @@ fn main() -> ExitCode {
         Command::Watch(args) => watch::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Discover(args) => commands::discover(&args),
+        Command::Evaluate(args) => evaluate::run(&args),
     };
     match result {
         Ok(outcome) => ExitCode::from(exit::code(outcome)),

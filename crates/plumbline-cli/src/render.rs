@@ -55,9 +55,10 @@ struct RuleRow {
 
 pub fn rules(args: &RulesArgs) -> Result<()> {
     let mut out = io::stdout().lock();
+    let taxonomy = args.taxonomy.taxonomy.unwrap_or_default();
     match args.format {
         Format::Human => {
-            for rule in RuleId::ALL {
+            for &rule in taxonomy.rules() {
                 writeln!(
                     out,
                     "{rule}  {:<8}  {}",
@@ -67,9 +68,10 @@ pub fn rules(args: &RulesArgs) -> Result<()> {
             }
         }
         Format::Json => {
-            let rows: Vec<RuleRow> = RuleId::ALL
-                .into_iter()
-                .map(|id| RuleRow {
+            let rows: Vec<RuleRow> = taxonomy
+                .rules()
+                .iter()
+                .map(|&id| RuleRow {
                     id,
                     severity: id.severity(),
                     title: id.title(),

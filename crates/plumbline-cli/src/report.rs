@@ -21,7 +21,11 @@ fn level(severity: Severity) -> &'static str {
 }
 
 fn rule_index(rule: RuleId) -> usize {
-    RuleId::ALL.iter().position(|r| *r == rule).unwrap_or(0)
+    plumbline_taxonomy::Taxonomy::V1
+        .rules()
+        .iter()
+        .position(|r| *r == rule)
+        .unwrap_or(0)
 }
 
 fn change_label(change: &Change) -> String {
@@ -39,7 +43,8 @@ fn change_label(change: &Change) -> String {
 /// not be evaluated as tool execution notifications.
 pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
     let lock_uri = lock.to_string_lossy().replace('\\', "/");
-    let rules: Vec<Value> = RuleId::ALL
+    let rules: Vec<Value> = plumbline_taxonomy::Taxonomy::V1
+        .rules()
         .iter()
         .map(|r| {
             let doc = r.documentation();

@@ -40,9 +40,76 @@ fn raw_tools(text: &str) -> Result<Vec<&RawValue>, serde_json::Error> {
         .or_else(|_| serde_json::from_str::<Response<'_>>(text).map(|r| r.result.tools))
 }
 
+/// The largest saved listing read, in bytes: the client's default bound on
+/// one message, twice over.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads a regular file of at most [`MAX_FILE_BYTES`] as UTF-8. A FIFO, a
+/// device (`/dev/zero` behind a symlink) or a directory is refused before
+/// reading, so nothing hangs or fills memory.
+pub fn read_bounded(path: &Path) -> Result<String> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!("{}: not a regular file", path.display());
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        bail!(
+            "{}: {} bytes, more than the {} a saved listing may have",
+            path.display(),
+            meta.len(),
+            MAX_FILE_BYTES
+        );
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
+        .with_context(|| format!("reading {}", path.display()))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        bail!(
+            "{}: grew past {} bytes while read",
+            path.display(),
+            MAX_FILE_BYTES
+        );
+    }
+    Ok(text)
+}
+
+/// The tool names of a saved listing (any shape [`read`] accepts, or JSON
+/// Lines with one tool per line), in order; elements without a string name
+/// are skipped.
+pub fn read_listing(path: &Path) -> Result<Vec<String>> {
+    let text = read_bounded(path)?;
+    let name_of = |bytes: &[u8]| {
+        plumbline_taxonomy::json::parse_tool(bytes)
+            .ok()
+            .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+    };
+    if let Ok(raws) = raw_tools(&text) {
+        return Ok(raws
+            .iter()
+            .filter_map(|r| name_of(r.get().as_bytes()))
+            .collect());
+    }
+    let mut names = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let tool = plumbline_taxonomy::json::parse_tool(line.as_bytes()).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: line {}: not a tools/list result, an array of tools, or JSON Lines of tools: {e}",
+                path.display(),
+                i + 1
+            )
+        })?;
+        names.extend(tool.get("name").and_then(|n| n.as_str()).map(str::to_owned));
+    }
+    Ok(names)
+}
+
 fn read_file(path: &Path, server: String) -> Result<SavedTools> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = read_bounded(path)?;
     let raws = raw_tools(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}: not a tools/list result ({{\"tools\": [...]}}), a JSON-RPC response, or an array of tools: {e}",

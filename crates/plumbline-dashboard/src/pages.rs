@@ -257,7 +257,7 @@ async fn rules() -> Html<String> {
             table.rules {
                 thead { tr { th { "Rule" } th { "Severity" } th { "Fires when a change…" } } }
                 tbody {
-                    @for r in RuleId::ALL {
+                    @for &r in plumbline_taxonomy::Taxonomy::V1.rules() {
                         tr {
                             td { (rule_link(r)) }
                             td { (severity_badge(r.severity())) }

@@ -25,7 +25,8 @@ fn main() -> Result<(), String> {
             "--imperatives" => {
                 let path = value()?;
                 let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-                classifier = Classifier::new(PhraseList::parse(&text));
+                classifier =
+                    Classifier::new(PhraseList::parse(&text).map_err(|e| format!("{path}: {e}"))?);
             }
             "--attacks" => attacks = value()?.into(),
             "--benign" => benign = value()?.into(),

@@ -76,3 +76,229 @@ pub fn grade(classifier: &Classifier, pairs: &[Pair], mark: Severity) -> Grades 
     }
     grades
 }
+
+/// What a labelled pair is known to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Label {
+    Attack,
+    Benign,
+}
+
+/// One record of a labelled corpus, for `plumbline evaluate`:
+/// `{"id", "label": "attack"|"benign", "old", "new"}`, optionally with a
+/// `"group"` and an `"inventory"` (`{"siblings": [...], "foreign": [...]}`,
+/// or an array of sibling names).
+#[derive(Debug, Clone)]
+pub struct LabelledPair {
+    pub id: String,
+    pub label: Label,
+    /// The group the pair is reported in (default: the caller's, e.g. the
+    /// file name).
+    pub group: Option<String>,
+    pub old: Value,
+    pub new: Value,
+    pub inventory: crate::Inventory,
+}
+
+fn names(v: Option<&Value>) -> Result<Vec<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| "an inventory name is not a string".to_owned())
+            })
+            .collect(),
+        Some(_) => Err("an inventory list is not an array".to_owned()),
+    }
+}
+
+/// A record's `"inventory"`: `{"siblings": [...], "foreign": [...]}`, or
+/// an array of sibling names; absent or null is empty.
+pub fn inventory_of(v: Option<&Value>) -> Result<crate::Inventory, String> {
+    Ok(match v {
+        Some(Value::Object(o)) => crate::Inventory::empty()
+            .with_siblings(names(o.get("siblings"))?)
+            .with_foreign(names(o.get("foreign"))?),
+        other => crate::Inventory::empty().with_siblings(names(other)?),
+    })
+}
+
+/// Parses one labelled record (a line of JSON Lines).
+pub fn parse_labelled(line: &str) -> Result<LabelledPair, String> {
+    let record = parse_with_depth(line.as_bytes(), MAX_DEPTH + 2).map_err(|e| e.to_string())?;
+    let Value::Object(mut fields) = record else {
+        return Err(format!("expected a JSON object, found {}", record.kind()));
+    };
+    let id = match fields.remove("id") {
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_json(),
+        None => return Err("no \"id\"".to_owned()),
+    };
+    let label = match fields.get("label").and_then(Value::as_str) {
+        Some("attack") => Label::Attack,
+        Some("benign") => Label::Benign,
+        _ => return Err(format!("{id}: \"label\" must be \"attack\" or \"benign\"")),
+    };
+    let group = fields
+        .get("group")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let inventory = inventory_of(fields.get("inventory")).map_err(|e| format!("{id}: {e}"))?;
+    let mut tool = |key: &str| match fields.remove(key) {
+        Some(v @ Value::Object(_)) => Ok(v),
+        Some(other) => Err(format!(
+            "{id}: \"{key}\" is {}, not a tool object",
+            other.kind()
+        )),
+        None => Err(format!("{id}: no \"{key}\"")),
+    };
+    let old = tool("old")?;
+    let new = tool("new")?;
+    Ok(LabelledPair {
+        id,
+        label,
+        group,
+        old,
+        new,
+        inventory,
+    })
+}
+
+/// How one group of labelled pairs was graded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GroupScore {
+    pub group: String,
+    pub label: Option<Label>,
+    pub pairs: usize,
+    /// Pairs per severity, every severity present (NONE first).
+    pub by_severity: BTreeMap<Severity, usize>,
+    pub at_least_high: usize,
+    pub critical: usize,
+}
+
+/// A rule's hits on benign pairs: how many pairs, and its most frequent
+/// evidence messages.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BenignHits {
+    pub rule: crate::RuleId,
+    pub pairs: usize,
+    /// (message, count), most frequent first, at most ten.
+    pub evidence: Vec<(String, usize)>,
+}
+
+/// An attack graded below HIGH.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Miss {
+    pub id: String,
+    pub group: String,
+    pub severity: Severity,
+    pub rules: Vec<crate::RuleId>,
+}
+
+/// The figures `plumbline evaluate` prints.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Evaluation {
+    pub taxonomy: crate::Taxonomy,
+    pub groups: Vec<GroupScore>,
+    pub attacks: GroupScore,
+    pub benign: GroupScore,
+    pub benign_rules: Vec<BenignHits>,
+    pub missed_attacks: Vec<Miss>,
+}
+
+impl GroupScore {
+    fn new(group: &str, label: Option<Label>) -> GroupScore {
+        GroupScore {
+            group: group.to_owned(),
+            label,
+            by_severity: Severity::ALL.iter().map(|s| (*s, 0)).collect(),
+            ..GroupScore::default()
+        }
+    }
+
+    fn add(&mut self, severity: Severity) {
+        self.pairs += 1;
+        *self.by_severity.entry(severity).or_default() += 1;
+        self.at_least_high += usize::from(severity >= Severity::High);
+        self.critical += usize::from(severity == Severity::Critical);
+    }
+}
+
+/// Grades every pair (with its inventory) and tallies the figures: per
+/// group and label, attacks at or above HIGH, benign pairs at or above
+/// HIGH and at CRITICAL, each rule's benign hits with their most frequent
+/// evidence, and every attack below HIGH. `pairs` carry their group
+/// (`default_group` when they name none).
+pub fn evaluate<'a>(
+    classifier: &Classifier,
+    pairs: impl IntoIterator<Item = (&'a LabelledPair, &'a str)>,
+) -> Evaluation {
+    let mut groups: Vec<GroupScore> = Vec::new();
+    let mut attacks = GroupScore::new("attacks", Some(Label::Attack));
+    let mut benign = GroupScore::new("benign", Some(Label::Benign));
+    let mut hits: BTreeMap<crate::RuleId, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
+    let mut missed_attacks = Vec::new();
+    for (p, default_group) in pairs {
+        let c = classifier.classify_in(&p.old, &p.new, &p.inventory);
+        let group = p.group.as_deref().unwrap_or(default_group);
+        let slot = match groups
+            .iter()
+            .position(|g| g.group == group && g.label == Some(p.label))
+        {
+            Some(i) => i,
+            None => {
+                groups.push(GroupScore::new(group, Some(p.label)));
+                groups.len() - 1
+            }
+        };
+        groups[slot].add(c.severity);
+        match p.label {
+            Label::Attack => {
+                attacks.add(c.severity);
+                if c.severity < Severity::High {
+                    missed_attacks.push(Miss {
+                        id: p.id.clone(),
+                        group: group.to_owned(),
+                        severity: c.severity,
+                        rules: c.rules.clone(),
+                    });
+                }
+            }
+            Label::Benign => {
+                benign.add(c.severity);
+                for rule in &c.rules {
+                    let entry = hits.entry(*rule).or_default();
+                    entry.0 += 1;
+                    for e in c.evidence.iter().filter(|e| e.rule == *rule) {
+                        *entry.1.entry(e.message()).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+    let benign_rules = hits
+        .into_iter()
+        .map(|(rule, (pairs, messages))| {
+            let mut evidence: Vec<(String, usize)> = messages.into_iter().collect();
+            evidence.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            evidence.truncate(10);
+            BenignHits {
+                rule,
+                pairs,
+                evidence,
+            }
+        })
+        .collect();
+    Evaluation {
+        taxonomy: classifier.taxonomy(),
+        groups,
+        attacks,
+        benign,
+        benign_rules,
+        missed_attacks,
+    }
+}

@@ -66,6 +66,35 @@ pub enum Detail {
         old: Option<Value>,
         new: bool,
     },
+    /// R07 (taxonomy-v2): a watched annotation's effective value (absent =
+    /// the MCP default) moved toward greater capability.
+    EffectiveAnnotation {
+        key: String,
+        /// The old value as written, absent when the key was.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        old: Option<Value>,
+        /// The new value as written, absent when the key is.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        new: Option<Value>,
+        /// The value a client now assumes.
+        effective: bool,
+    },
+    /// R06 (taxonomy-v2): a required input whose name is new while as many
+    /// required inputs disappeared: a renamed input.
+    RenamedRequired { name: Value, disappeared: usize },
+    /// R06 (taxonomy-v2): a newly required input whose property has a
+    /// description.
+    DocumentedRequired { name: Value },
+    /// R05 (taxonomy-v2): a name of another tool, and how it was known.
+    ToolReference { tool: String, by: ReferenceBy },
+    /// R10: a sentence naming another tool holds a directive.
+    ToolInstruction {
+        tool: String,
+        /// The directive phrase as listed.
+        directive: String,
+        /// The sentence, at most 200 characters.
+        sentence: String,
+    },
     /// R08: the description's word-level distance is at least 0.20.
     DescriptionRewrite {
         old_words: usize,
@@ -82,6 +111,18 @@ pub enum Detail {
         edits: Option<usize>,
         denom: usize,
     },
+}
+
+/// How taxonomy-v2 knew that a word names another tool (2.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceBy {
+    /// The name of a tool on another observed server.
+    Inventory,
+    /// An identifier written as a tool: "the `x_y` tool", "call xY(".
+    Form,
+    /// An `mcp://` address.
+    McpUri,
 }
 
 /// Which clause of C15 made R04 fire.
@@ -135,6 +176,39 @@ impl Evidence {
                 Some(old) => format!("{key}: {old} → {new}"),
                 None => format!("{key}: absent → {new}"),
             },
+            Detail::EffectiveAnnotation {
+                key,
+                old,
+                new,
+                effective,
+            } => {
+                let shown = |v: &Option<Value>| match v {
+                    Some(v) => v.to_string(),
+                    None => "absent".to_owned(),
+                };
+                format!(
+                    "{key}: {} → {} (a client now assumes {effective})",
+                    shown(old),
+                    shown(new)
+                )
+            }
+            Detail::RenamedRequired { name, disappeared } => format!(
+                "{name} is required in place of {disappeared} required input{} that disappeared",
+                if *disappeared == 1 { "" } else { "s" }
+            ),
+            Detail::DocumentedRequired { name } => {
+                format!("{name} is newly required, and described by its schema")
+            }
+            Detail::ToolReference { tool, by } => match by {
+                ReferenceBy::Inventory => format!("names {tool:?}, a tool of another server"),
+                ReferenceBy::Form => format!("names another tool, {tool:?}"),
+                ReferenceBy::McpUri => format!("MCP address {tool:?}"),
+            },
+            Detail::ToolInstruction {
+                tool,
+                directive,
+                sentence,
+            } => format!("instructs about {tool:?} ({directive:?}): {sentence:?}"),
             Detail::DescriptionRewrite {
                 old_words,
                 new_words,

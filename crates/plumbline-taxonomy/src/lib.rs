@@ -24,19 +24,24 @@ pub mod corpus;
 pub mod diff;
 pub mod evidence;
 pub mod fields;
+pub mod inventory;
 pub mod json;
+pub mod lexicon;
 pub mod patterns;
 pub mod phrases;
 pub mod pointer;
 pub mod rules;
 pub mod sanitize;
 pub mod severity;
+pub mod taxonomy;
 pub mod text;
 
 pub use classify::Classifier;
 pub use evidence::{Classification, Detail, Evidence};
-pub use phrases::PhraseList;
+pub use inventory::Inventory;
+pub use phrases::{PhraseError, PhraseList};
 pub use severity::{RuleId, Severity};
+pub use taxonomy::Taxonomy;
 
-/// The taxonomy version this crate implements.
+/// The default taxonomy's name.
 pub const TAXONOMY_VERSION: &str = "taxonomy-v1";

@@ -48,6 +48,13 @@ pub static SERVER_TOOL: LazyLock<Regex> = LazyLock::new(|| {
     compile(r"(?i)(?-u:\b)([a-z][0-9A-Za-z_-]{2,})/([a-z][0-9A-Za-z_-]{2,})(?-u:\b)")
 });
 
+/// taxonomy-v2's sixth R03 pattern: a path relative to the home directory
+/// (`~/…`, `$HOME/…`, `${HOME}/…`), after the same separators as the Unix
+/// path or a backtick; the match text is group 2.
+pub static HOME_PATH: LazyLock<Regex> = LazyLock::new(|| {
+    compile(r#"(^|[\t\n\x0C\r "'=(`])((?:~|\$HOME|\$\{HOME\})/[^\t\n\x0C\r "'`]+)"#)
+});
+
 /// Which R03 pattern matched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -57,6 +64,8 @@ pub enum PatternKind {
     WindowsPath,
     Ipv4,
     Domain,
+    /// taxonomy-v2 only.
+    HomePath,
 }
 
 impl PatternKind {
@@ -67,6 +76,7 @@ impl PatternKind {
             PatternKind::WindowsPath => "absolute Windows path",
             PatternKind::Ipv4 => "IPv4 address",
             PatternKind::Domain => "domain",
+            PatternKind::HomePath => "home-relative path",
         }
     }
 }
@@ -111,6 +121,73 @@ pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
     }
 }
 
+/// taxonomy-v2's R03 matches in `s` (`docs/taxonomy-v2.md` 4.3): v1's
+/// five patterns and the home-relative path, each match text without
+/// trailing sentence punctuation, and without names reserved for
+/// documentation (RFC 2606 and 6761 example names, RFC 5737 addresses),
+/// which no tool can reach.
+pub fn r03_hits_v2(s: &str, out: &mut Vec<Hit>) {
+    let start = out.len();
+    r03_hits(s, out);
+    if s.contains("~/") || s.contains("HOME") {
+        for c in HOME_PATH.captures_iter(s) {
+            if let Some(m) = c.get(2) {
+                out.push(Hit {
+                    kind: PatternKind::HomePath,
+                    span: m.range(),
+                });
+            }
+        }
+    }
+    let mut i = start;
+    while i < out.len() {
+        let h = &mut out[i];
+        let text = &s[h.span.clone()];
+        let trimmed = text.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+        h.span.end = h.span.start + trimmed.len();
+        let bare_home = h.kind == PatternKind::HomePath
+            && trimmed
+                .rsplit_once('/')
+                .is_some_and(|(_, rest)| rest.is_empty())
+            && trimmed.matches('/').count() == 1;
+        if trimmed.len() < 2 || bare_home || is_documentation_name(h.kind, trimmed) {
+            out.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Whether a URL's host, a domain or an IPv4 address is reserved for
+/// documentation: `example.com`, `example.net`, `example.org` and their
+/// subdomains, the `.example`, `.test` and `.invalid` top-level names, and
+/// 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24.
+fn is_documentation_name(kind: PatternKind, text: &str) -> bool {
+    let host = match kind {
+        PatternKind::Domain | PatternKind::Ipv4 => text,
+        PatternKind::Url => {
+            let rest = text.split_once("://").map_or(text, |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            host.split(':').next().unwrap_or(host)
+        }
+        _ => return false,
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if ["192.0.2.", "198.51.100.", "203.0.113."]
+        .iter()
+        .any(|p| host.starts_with(p))
+    {
+        return true;
+    }
+    let labels: Vec<&str> = host.split('.').collect();
+    match labels.as_slice() {
+        [.., "example", "com" | "net" | "org"] => true,
+        [.., tld] => matches!(*tld, "example" | "test" | "invalid"),
+        [] => false,
+    }
+}
+
 fn push_all(re: &Regex, s: &str, kind: PatternKind, out: &mut Vec<Hit>) {
     for m in re.find_iter(s) {
         out.push(Hit {
@@ -139,6 +216,7 @@ mod tests {
             &IPV4,
             &DOMAIN,
             &SERVER_TOOL,
+            &HOME_PATH,
         ] {
             LazyLock::force(re);
         }
@@ -182,6 +260,39 @@ mod tests {
             [(UnixPath, "/etc/x)"), (UnixPath, "/b")]
         );
         assert_eq!(texts("a/b and / alone"), []);
+    }
+
+    #[test]
+    fn v2_adds_home_paths_trims_punctuation_and_skips_documentation_names() {
+        use PatternKind::*;
+        let v2 = |s: &str| -> Vec<(PatternKind, String)> {
+            let mut hits = Vec::new();
+            r03_hits_v2(s, &mut hits);
+            hits.into_iter()
+                .map(|h| (h.kind, s[h.span].to_owned()))
+                .collect()
+        };
+        assert_eq!(
+            v2("read ~/.ssh/id_rsa and `~/.aws/credentials`."),
+            [
+                (HomePath, "~/.ssh/id_rsa".to_owned()),
+                (HomePath, "~/.aws/credentials".to_owned())
+            ]
+        );
+        assert_eq!(
+            v2("see https://docs.example.com/x, or api.example.org and 192.0.2.1"),
+            []
+        );
+        assert_eq!(v2("post to https://collect.attacker.example/upload."), []);
+        assert_eq!(
+            v2("post to https://evil.com/upload."),
+            [
+                (Url, "https://evil.com/upload".to_owned()),
+                (Domain, "evil.com".to_owned())
+            ]
+        );
+        assert_eq!(v2("$HOME/.netrc"), [(HomePath, "$HOME/.netrc".to_owned())]);
+        assert_eq!(v2("paths under `~/`, or ~/."), []);
     }
 
     #[test]

@@ -68,8 +68,9 @@ impl serde::Serialize for Severity {
     }
 }
 
-/// A taxonomy-v1 rule. Codes are stable and user-facing: changing what a
-/// rule flags is a new taxonomy version (spec 7).
+/// A rule of taxonomy-v1 (R01–R09) or taxonomy-v2 (R01–R13). Codes are
+/// stable and user-facing: changing what a rule flags is a new taxonomy
+/// version (spec 7), and a code keeps its severity in every version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum RuleId {
     R01,
@@ -81,10 +82,16 @@ pub enum RuleId {
     R07,
     R08,
     R09,
+    R10,
+    R11,
+    R12,
+    R13,
 }
 
 impl RuleId {
-    pub const ALL: [RuleId; 9] = [
+    /// Every rule of every taxonomy; [`crate::Taxonomy::rules`] says which
+    /// belong to one.
+    pub const ALL: [RuleId; 13] = [
         RuleId::R01,
         RuleId::R02,
         RuleId::R03,
@@ -94,6 +101,10 @@ impl RuleId {
         RuleId::R07,
         RuleId::R08,
         RuleId::R09,
+        RuleId::R10,
+        RuleId::R11,
+        RuleId::R12,
+        RuleId::R13,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -107,14 +118,18 @@ impl RuleId {
             RuleId::R07 => "R07",
             RuleId::R08 => "R08",
             RuleId::R09 => "R09",
+            RuleId::R10 => "R10",
+            RuleId::R11 => "R11",
+            RuleId::R12 => "R12",
+            RuleId::R13 => "R13",
         }
     }
 
     /// The rule's severity (spec 4).
     pub fn severity(self) -> Severity {
         match self {
-            RuleId::R01 | RuleId::R02 => Severity::Critical,
-            RuleId::R03 | RuleId::R04 | RuleId::R05 => Severity::High,
+            RuleId::R01 | RuleId::R02 | RuleId::R10 | RuleId::R13 => Severity::Critical,
+            RuleId::R03 | RuleId::R04 | RuleId::R05 | RuleId::R11 | RuleId::R12 => Severity::High,
             RuleId::R06 | RuleId::R07 => Severity::Medium,
             RuleId::R08 => Severity::Low,
             RuleId::R09 => Severity::None,
@@ -133,6 +148,10 @@ impl RuleId {
             RuleId::R07 => "Annotation change toward greater capability",
             RuleId::R08 => "Large description rewrite without higher signals",
             RuleId::R09 => "Cosmetic-only change",
+            RuleId::R10 => "Instruction about another tool",
+            RuleId::R11 => "Self-promotion aimed at the model's choice",
+            RuleId::R12 => "Claim to change the user's inputs",
+            RuleId::R13 => "Concealment from the user",
         }
     }
 
@@ -151,7 +170,7 @@ impl fmt::Display for RuleId {
 
 /// An unknown rule code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown rule {0:?}: taxonomy-v1 has R01 to R09")]
+#[error("unknown rule {0:?}: taxonomy-v1 has R01 to R09, taxonomy-v2 R01 to R13")]
 pub struct UnknownRule(pub String);
 
 impl FromStr for RuleId {
@@ -161,7 +180,7 @@ impl FromStr for RuleId {
         let t = s.trim();
         let digits = t.strip_prefix(['R', 'r']).unwrap_or(t);
         match digits.parse::<u8>() {
-            Ok(n @ 1..=9) if digits.len() <= 2 => Ok(RuleId::ALL[usize::from(n - 1)]),
+            Ok(n @ 1..=13) if digits.len() <= 2 => Ok(RuleId::ALL[usize::from(n - 1)]),
             _ => Err(UnknownRule(s.to_owned())),
         }
     }
@@ -190,7 +209,8 @@ mod tests {
         assert_eq!("R03".parse(), Ok(RuleId::R03));
         assert_eq!("r9".parse(), Ok(RuleId::R09));
         assert_eq!("3".parse(), Ok(RuleId::R03));
-        assert!("R10".parse::<RuleId>().is_err());
+        assert_eq!("R13".parse(), Ok(RuleId::R13));
+        assert!("R14".parse::<RuleId>().is_err());
         assert!("R00".parse::<RuleId>().is_err());
     }
 }

@@ -48,7 +48,7 @@ fn the_v1_minimum_alone_gives_the_recorded_baseline() {
         .next()
         .unwrap_or_default()
         .to_owned();
-    let classifier = Classifier::new(plumbline_taxonomy::PhraseList::parse(&minimum));
+    let classifier = Classifier::new(plumbline_taxonomy::PhraseList::parse(&minimum).unwrap());
     assert_eq!(classifier.phrases().len(), 23);
     let attacks = grade(
         &classifier,

@@ -205,7 +205,11 @@ fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
 }
 
 fn count_per_rule(dirs: &[PathBuf]) -> Result<(), Failed> {
-    let mut counts: BTreeMap<RuleId, usize> = RuleId::ALL.iter().map(|r| (*r, 0)).collect();
+    let mut counts: BTreeMap<RuleId, usize> = plumbline_taxonomy::Taxonomy::V1
+        .rules()
+        .iter()
+        .map(|r| (*r, 0))
+        .collect();
     for d in dirs {
         let name = d
             .file_name()

@@ -1,15 +1,20 @@
-//! The nine rules of taxonomy-v1, one module each, with each rule's
-//! documentation in a Markdown file beside its code (the text
-//! `plumbline explain` prints).
+//! The rules, one module each, with each rule's documentation in a
+//! Markdown file beside its code (the text `plumbline explain` prints).
+//! R01–R09 are taxonomy-v1's; where taxonomy-v2 revises one, the rule's
+//! module holds both versions and its documentation says how they differ.
+//! R10–R13 exist in taxonomy-v2 only.
 
 use crate::diff::Change;
 use crate::evidence::Evidence;
 use std::cell::OnceCell;
 
 use crate::fields::{for_each_string_at, is_human_readable, pointer_of, Seg};
+use crate::inventory::Inventory;
 use crate::json::Value;
+use crate::lexicon::{self, Category, Lexicon};
 use crate::phrases::{PhraseHits, PhraseList};
 use crate::severity::RuleId;
+use crate::taxonomy::Taxonomy;
 use crate::text::lower;
 
 pub mod r01_invisible_payload;
@@ -21,6 +26,11 @@ pub mod r06_new_optional_property;
 pub mod r07_annotation_relaxed;
 pub mod r08_description_rewrite;
 pub mod r09_cosmetic_only;
+pub mod r10_instruction_about_another_tool;
+pub mod r11_self_promotion;
+pub mod r12_input_override;
+pub mod r13_concealment;
+pub(crate) mod references;
 
 /// The documentation of `rule`.
 pub fn documentation(rule: RuleId) -> &'static str {
@@ -34,6 +44,10 @@ pub fn documentation(rule: RuleId) -> &'static str {
         RuleId::R07 => r07_annotation_relaxed::DOC,
         RuleId::R08 => r08_description_rewrite::DOC,
         RuleId::R09 => r09_cosmetic_only::DOC,
+        RuleId::R10 => r10_instruction_about_another_tool::DOC,
+        RuleId::R11 => r11_self_promotion::DOC,
+        RuleId::R12 => r12_input_override::DOC,
+        RuleId::R13 => r13_concealment::DOC,
     }
 }
 
@@ -43,7 +57,7 @@ pub fn documentation(rule: RuleId) -> &'static str {
 /// (C12). Strings that did not change cannot make anything newly present
 /// in their field, so the rules never look at them.
 pub(crate) struct StringChange<'a> {
-    path: Vec<Seg<'a>>,
+    pub path: Vec<Seg<'a>>,
     pub old: &'a str,
     pub new: &'a str,
     /// Whether the field is human-readable (C6).
@@ -53,10 +67,14 @@ pub(crate) struct StringChange<'a> {
 }
 
 /// A text lowercased per C8 and the phrases found in it, computed once per
-/// side for R02 and R05 together.
+/// side for every phrase rule together: v1's list and R05's fixed phrases,
+/// or v2's lexicon.
 pub(crate) struct Scan {
     pub lowered: String,
+    /// taxonomy-v1: R02's and R05's phrases.
     pub hits: PhraseHits,
+    /// taxonomy-v2: every list's word-bounded phrases.
+    pub lexicon: Vec<lexicon::Hit>,
 }
 
 impl StringChange<'_> {
@@ -65,39 +83,66 @@ impl StringChange<'_> {
         pointer_of(&self.path)
     }
 
-    pub fn old_scan(&self, phrases: &PhraseList) -> &Scan {
+    pub fn old_scan(&self, phrases: Phrases<'_>) -> &Scan {
         self.old_scan.get_or_init(|| Scan::of(self.old, phrases))
     }
 
-    pub fn new_scan(&self, phrases: &PhraseList) -> &Scan {
+    pub fn new_scan(&self, phrases: Phrases<'_>) -> &Scan {
         self.new_scan.get_or_init(|| Scan::of(self.new, phrases))
     }
 }
 
+/// The phrases a taxonomy scans for.
+#[derive(Clone, Copy)]
+pub(crate) enum Phrases<'a> {
+    V1(&'a PhraseList),
+    V2(&'a Lexicon),
+}
+
 impl Scan {
-    fn of(text: &str, phrases: &PhraseList) -> Scan {
+    fn of(text: &str, phrases: Phrases<'_>) -> Scan {
         let lowered = lower(text);
-        let hits = phrases.scan(&lowered);
-        Scan { lowered, hits }
+        match phrases {
+            Phrases::V1(list) => Scan {
+                hits: list.scan(&lowered),
+                lexicon: Vec::new(),
+                lowered,
+            },
+            Phrases::V2(lexicon) => Scan {
+                hits: PhraseHits::default(),
+                lexicon: lexicon.scan(&lowered),
+                lowered,
+            },
+        }
     }
 }
 
 /// Everything a rule may consult, computed once per classification.
 pub(crate) struct Context<'a> {
+    pub taxonomy: Taxonomy,
     pub old: &'a Value,
     pub new: &'a Value,
     pub changes: &'a [Change<'a>],
-    pub phrases: &'a PhraseList,
+    pub phrases: Phrases<'a>,
+    pub inventory: &'a Inventory,
     /// Every changed string value of the new tool, in document order.
     pub changed_strings: Vec<StringChange<'a>>,
+    /// Grading an added tool (against `{}`): schema metadata is no
+    /// endpoint under either taxonomy.
+    pub added: bool,
+    /// taxonomy-v2: what this tool calls itself (names and parameters),
+    /// built on first use.
+    own: OnceCell<references::OwnNames<'a>>,
 }
 
 impl<'a> Context<'a> {
     pub fn new(
+        taxonomy: Taxonomy,
         old: &'a Value,
         new: &'a Value,
         changes: &'a [Change<'a>],
-        phrases: &'a PhraseList,
+        phrases: Phrases<'a>,
+        inventory: &'a Inventory,
     ) -> Self {
         // A string of the new tool differs from the old value at its path
         // exactly when it lies at or under an Added or Modified change: the
@@ -131,11 +176,15 @@ impl<'a> Context<'a> {
             });
         }
         Context {
+            taxonomy,
             old,
             new,
             changes,
             phrases,
+            inventory,
             changed_strings,
+            added: false,
+            own: OnceCell::new(),
         }
     }
 
@@ -143,6 +192,70 @@ impl<'a> Context<'a> {
     pub fn changed_fields(&self) -> impl Iterator<Item = &StringChange<'a>> {
         self.changed_strings.iter().filter(|s| s.human_readable)
     }
+
+    pub fn is_v2(&self) -> bool {
+        self.taxonomy == Taxonomy::V2
+    }
+
+    /// v1's phrase list (R02 and R05 of taxonomy-v1 only).
+    pub fn v1_phrases(&self) -> Option<&'a PhraseList> {
+        match self.phrases {
+            Phrases::V1(list) => Some(list),
+            Phrases::V2(_) => None,
+        }
+    }
+
+    /// v2's lexicon (taxonomy-v2 rules only).
+    pub fn lexicon(&self) -> Option<&'a Lexicon> {
+        match self.phrases {
+            Phrases::V1(_) => None,
+            Phrases::V2(lexicon) => Some(lexicon),
+        }
+    }
+
+    pub fn own_names(&self) -> &references::OwnNames<'a> {
+        self.own
+            .get_or_init(|| references::OwnNames::of(self.old, self.new))
+    }
+}
+
+/// taxonomy-v2's per-field phrase rule (R02, R11, R12, R13): `rule` fires
+/// for each phrase of `category` that occurs (word-bounded, C8) in a
+/// changed human-readable field's new value and not in its old value.
+pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule: RuleId) -> Found {
+    let mut found = Vec::new();
+    let Some(lexicon) = ctx.lexicon() else {
+        return found;
+    };
+    for f in ctx.changed_fields() {
+        let new = f.new_scan(ctx.phrases);
+        if !new.lexicon.iter().any(|h| h.category == category) {
+            continue;
+        }
+        let old = &f.old_scan(ctx.phrases).lexicon;
+        for h in new.lexicon.iter().filter(|h| h.category == category) {
+            if old
+                .iter()
+                .any(|o| o.category == category && o.index == h.index)
+            {
+                continue;
+            }
+            found.push(Evidence {
+                rule,
+                pointer: f.pointer(),
+                detail: crate::evidence::Detail::Phrase {
+                    phrase: lexicon.phrase(category, h.index).to_owned(),
+                    text: r02_imperative_instruction::original_span(
+                        f.new,
+                        &new.lowered,
+                        h.start,
+                        lexicon.lowered(category, h.index).chars().count(),
+                    ),
+                },
+            });
+        }
+    }
+    found
 }
 
 /// Evidence collected for one rule.

@@ -3,13 +3,18 @@
 
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
+use crate::lexicon::Category;
 use crate::severity::RuleId;
 
 pub const DOC: &str = include_str!("r02_imperative_instruction.md");
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    let Some(phrases) = ctx.v1_phrases() else {
+        // taxonomy-v2: imperatives-v2.txt, bounded by words.
+        return super::newly_present_phrases(ctx, Category::Imperative, RuleId::R02);
+    };
     let mut found = Vec::new();
-    if ctx.phrases.is_empty() {
+    if phrases.is_empty() {
         return found;
     }
     for f in ctx.changed_fields() {
@@ -22,8 +27,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             if in_old.iter().any(|(i, _)| *i == index) {
                 continue;
             }
-            let phrase = ctx.phrases.phrase(index);
-            let len = ctx.phrases.lowered(index).chars().count();
+            let phrase = phrases.phrase(index);
+            let len = phrases.lowered(index).chars().count();
             found.push(Evidence {
                 rule: RuleId::R02,
                 pointer: f.pointer(),

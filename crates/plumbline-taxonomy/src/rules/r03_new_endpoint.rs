@@ -6,19 +6,42 @@ use rustc_hash::FxHashSet;
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
 use crate::fields::for_each_string;
-use crate::patterns::{r03_hits, PatternKind};
+use crate::fields::Seg;
+use crate::patterns::{r03_hits, r03_hits_v2, PatternKind};
 use crate::severity::RuleId;
 
 pub const DOC: &str = include_str!("r03_new_endpoint.md");
 
+/// taxonomy-v2: JSON Schema keywords whose values are schema metadata
+/// (which meta-schema, which schema, a reference to one), not endpoints
+/// the tool reaches or the model is sent to.
+pub const SCHEMA_METADATA: [&str; 3] = ["$schema", "$id", "$ref"];
+
+/// Whether v2 leaves the string at `path` out of R03.
+pub(crate) fn is_schema_metadata(path: &[Seg<'_>]) -> bool {
+    matches!(path.last(), Some(Seg::Key(k)) if SCHEMA_METADATA.contains(k))
+}
+
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    let v2 = ctx.is_v2();
+    let skip_metadata = v2 || ctx.added;
+    let scan = |s: &str, out: &mut Vec<crate::patterns::Hit>| {
+        if v2 {
+            r03_hits_v2(s, out)
+        } else {
+            r03_hits(s, out)
+        }
+    };
     // Candidates: matches in string values that changed. A string equal
     // to the old value at its path only has matches the old tool has.
     let mut candidates: Vec<(usize, PatternKind, &str)> = Vec::new();
     let mut hits = Vec::new();
     for (index, s) in ctx.changed_strings.iter().enumerate() {
+        if skip_metadata && is_schema_metadata(&s.path) {
+            continue;
+        }
         hits.clear();
-        r03_hits(s.new, &mut hits);
+        scan(s.new, &mut hits);
         for h in &hits {
             candidates.push((index, h.kind, &s.new[h.span.clone()]));
         }
@@ -31,10 +54,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     // strings that contain a candidate need scanning.
     let wanted: FxHashSet<&str> = candidates.iter().map(|c| c.2).collect();
     let mut in_old: FxHashSet<&str> = FxHashSet::default();
-    for_each_string(ctx.old, &mut |_, s| {
+    for_each_string(ctx.old, &mut |path, s| {
+        if skip_metadata && is_schema_metadata(path) {
+            return;
+        }
         if wanted.iter().any(|t| !in_old.contains(t) && s.contains(t)) {
             hits.clear();
-            r03_hits(s, &mut hits);
+            scan(s, &mut hits);
             for h in &hits {
                 let text = &s[h.span.clone()];
                 if wanted.contains(text) {

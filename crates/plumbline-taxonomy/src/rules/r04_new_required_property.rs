@@ -39,7 +39,100 @@ pub(crate) fn is_required(required: Option<&[Value]>, name: &str) -> bool {
     required.is_some_and(|r| r.iter().any(|v| v.as_str() == Some(name)))
 }
 
+/// taxonomy-v2's newly required names (`docs/taxonomy-v2.md` 4.4): names
+/// in the new `required` array that the old one lacked (as JSON values),
+/// and newly added properties that are required; and how many required
+/// inputs disappeared (required before, now neither required nor a
+/// property). When no more names were gained than inputs disappeared, the
+/// inputs were renamed: R06, not R04.
+pub(crate) struct RequiredChange {
+    /// (pointer, name, clauses), in the order first met.
+    pub gained: Vec<(String, Value, Vec<RequiredClause>)>,
+    pub disappeared: usize,
+}
+
+impl RequiredChange {
+    pub fn of(old: &Value, new: &Value) -> RequiredChange {
+        let new_required = required(new);
+        let old_required = required(old).unwrap_or(&[]);
+        let mut gained: Vec<(String, Value, Vec<RequiredClause>)> = Vec::new();
+        for (i, v) in new_required.unwrap_or(&[]).iter().enumerate() {
+            if !old_required.contains(v) && !gained.iter().any(|(_, n, _)| n == v) {
+                gained.push((
+                    format!("/inputSchema/required/{i}"),
+                    v.clone(),
+                    vec![RequiredClause::NewMember],
+                ));
+            }
+        }
+        for name in newly_added_properties(old, new) {
+            if is_required(new_required, name) {
+                let value = Value::String(name.to_owned());
+                match gained.iter_mut().find(|(_, n, _)| *n == value) {
+                    Some((_, _, clauses)) => clauses.push(RequiredClause::NewRequiredProperty),
+                    None => {
+                        let mut pointer = String::from("/inputSchema/properties");
+                        crate::pointer::push_token(&mut pointer, name);
+                        gained.push((pointer, value, vec![RequiredClause::NewRequiredProperty]));
+                    }
+                }
+            }
+        }
+        let new_props = properties(new);
+        let disappeared = old_required
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| {
+                !is_required(new_required, n) && !new_props.is_some_and(|p| p.contains_key(n))
+            })
+            .count();
+        RequiredChange {
+            gained,
+            disappeared,
+        }
+    }
+
+    /// Whether the gained names are renamed inputs, not new ones.
+    pub fn is_rename(&self) -> bool {
+        !self.gained.is_empty() && self.gained.len() <= self.disappeared
+    }
+}
+
+/// Whether the new schema describes the input `name`: its property has a
+/// `description` holding a letter or digit. (A `title` does not count:
+/// SDKs write one from the name.)
+pub(crate) fn is_documented(new: &Value, name: &Value) -> bool {
+    let Some(name) = name.as_str() else {
+        return false;
+    };
+    properties(new)
+        .and_then(|p| p.get(name))
+        .and_then(|p| p.get("description"))
+        .and_then(Value::as_str)
+        .is_some_and(|d| d.chars().any(char::is_alphanumeric))
+}
+
+fn check_v2(ctx: &Context<'_>) -> Found {
+    let change = RequiredChange::of(ctx.old, ctx.new);
+    if change.is_rename() {
+        return Vec::new();
+    }
+    change
+        .gained
+        .into_iter()
+        .filter(|(_, name, _)| !is_documented(ctx.new, name))
+        .map(|(pointer, name, clauses)| Evidence {
+            rule: RuleId::R04,
+            pointer,
+            detail: Detail::Required { name, clauses },
+        })
+        .collect()
+}
+
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    if ctx.is_v2() {
+        return check_v2(ctx);
+    }
     let new_required = required(ctx.new);
     let old_required = required(ctx.old).unwrap_or(&[]);
     // One piece of evidence per name, listing every clause that holds,

@@ -91,7 +91,41 @@ fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
     out
 }
 
+/// taxonomy-v2 (`docs/taxonomy-v2.md` 4.5): a name of another tool
+/// (2.7) newly present in a human-readable field; names compare exactly.
+fn check_v2(ctx: &Context<'_>) -> Found {
+    let mut found = Vec::new();
+    for f in ctx.changed_fields() {
+        let new = super::references::references(ctx, f.new);
+        if new.is_empty() {
+            continue;
+        }
+        let old: HashSet<String> = super::references::references(ctx, f.old)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        let mut seen = HashSet::new();
+        for r in new {
+            if old.contains(&r.name) || !seen.insert(r.name.clone()) {
+                continue;
+            }
+            found.push(Evidence {
+                rule: RuleId::R05,
+                pointer: f.pointer(),
+                detail: Detail::ToolReference {
+                    tool: r.name,
+                    by: r.by,
+                },
+            });
+        }
+    }
+    found
+}
+
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    if ctx.is_v2() {
+        return check_v2(ctx);
+    }
     let mut found = Vec::new();
     for f in ctx.changed_fields() {
         let new = elements(f.new, f.new_scan(ctx.phrases));

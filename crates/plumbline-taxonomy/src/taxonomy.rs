@@ -1,0 +1,106 @@
+//! Which taxonomy grades: `taxonomy-v1` (the normative seed, exact) or
+//! `taxonomy-v2` (`docs/taxonomy-v2.md`). A grade is only meaningful with
+//! the taxonomy that produced it, so every report and every stored grade
+//! names it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::severity::RuleId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Taxonomy {
+    /// `taxonomy-v1`: rules R01–R09, exactly as specified.
+    #[default]
+    V1,
+    /// `taxonomy-v2`: R01–R09 revised where v1 raised false alarms, plus
+    /// R10–R13 for the attack families v1 misses.
+    V2,
+}
+
+impl Taxonomy {
+    pub const ALL: [Taxonomy; 2] = [Taxonomy::V1, Taxonomy::V2];
+
+    /// The full name: `taxonomy-v1`, `taxonomy-v2`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Taxonomy::V1 => "taxonomy-v1",
+            Taxonomy::V2 => "taxonomy-v2",
+        }
+    }
+
+    /// The short name used by `--taxonomy` and `plumbline.toml`.
+    pub fn short(self) -> &'static str {
+        match self {
+            Taxonomy::V1 => "v1",
+            Taxonomy::V2 => "v2",
+        }
+    }
+
+    /// The rules of this taxonomy, in order.
+    pub fn rules(self) -> &'static [RuleId] {
+        match self {
+            Taxonomy::V1 => &RuleId::ALL[..9],
+            Taxonomy::V2 => &RuleId::ALL,
+        }
+    }
+
+    pub fn has(self, rule: RuleId) -> bool {
+        self.rules().contains(&rule)
+    }
+}
+
+impl fmt::Display for Taxonomy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// An unknown taxonomy name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown taxonomy {0:?}: expected v1 or v2")]
+pub struct UnknownTaxonomy(pub String);
+
+impl FromStr for Taxonomy {
+    type Err = UnknownTaxonomy;
+    /// Accepts `v1`, `taxonomy-v1` and `1` (any case), and the same for v2.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        let t = t.strip_prefix("taxonomy-").unwrap_or(&t);
+        match t.strip_prefix('v').unwrap_or(t) {
+            "1" => Ok(Taxonomy::V1),
+            "2" => Ok(Taxonomy::V2),
+            _ => Err(UnknownTaxonomy(s.to_owned())),
+        }
+    }
+}
+
+impl serde::Serialize for Taxonomy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Taxonomy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_both_ways() {
+        for t in Taxonomy::ALL {
+            assert_eq!(t.id().parse(), Ok(t));
+            assert_eq!(t.short().parse(), Ok(t));
+        }
+        assert_eq!("V2".parse(), Ok(Taxonomy::V2));
+        assert!("v3".parse::<Taxonomy>().is_err());
+        assert_eq!(Taxonomy::V1.rules().last(), Some(&RuleId::R09));
+        assert!(Taxonomy::V2.has(RuleId::R13) && !Taxonomy::V1.has(RuleId::R10));
+    }
+}
