@@ -18,7 +18,7 @@ use std::time::Duration;
 use hmac::{Hmac, KeyInit, Mac};
 use plumbline_base::redact::redact_url;
 use plumbline_taxonomy::sanitize::for_terminal;
-use plumbline_taxonomy::{RuleId, Severity};
+use plumbline_taxonomy::{RuleId, Severity, Taxonomy};
 use serde::Serialize;
 use sha2::Sha256;
 
@@ -60,6 +60,9 @@ pub struct Alert {
     /// A dashboard page for the change, when a dashboard URL is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// The taxonomy that graded a drift alert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taxonomy: Option<Taxonomy>,
 }
 
 impl Alert {
@@ -70,14 +73,13 @@ impl Alert {
         observation: i64,
         drift: &plumbline_drift::Drift,
         minimum: Severity,
+        taxonomy: Taxonomy,
     ) -> Vec<Alert> {
         use plumbline_drift::Change;
         drift
             .changes()
-            .filter(|t| {
-                !matches!(t.change, Change::Removed) && t.classification.severity >= minimum
-            })
-            .filter(|t| !t.classification.rules.is_empty())
+            .filter(|t| !matches!(t.change, Change::Removed) && t.severity >= minimum)
+            .filter(|t| !t.classification.rules.is_empty() || t.is_new_for_review())
             .map(|t| Alert {
                 kind: AlertKind::Drift,
                 server: for_terminal(server, false),
@@ -91,7 +93,7 @@ impl Alert {
                     Change::Removed => "removed".into(),
                     Change::Unchanged => "unchanged".into(),
                 }),
-                severity: t.classification.severity,
+                severity: t.severity,
                 rules: t.classification.rules.clone(),
                 evidence: t
                     .classification
@@ -104,6 +106,7 @@ impl Alert {
                 error: None,
                 observation,
                 link: None,
+                taxonomy: Some(taxonomy),
             })
             .collect()
     }
@@ -408,6 +411,7 @@ mod tests {
             error: Some("<!channel> & co".into()),
             observation: 1,
             link: None,
+            taxonomy: None,
         };
         let v: serde_json::Value = serde_json::from_slice(&alert.slack_body()).unwrap();
         assert_eq!(

@@ -85,7 +85,7 @@ fn rug_pull_alerts(minimum: Severity) -> Vec<Alert> {
         &tools("add", &old, "sub", &cosmetic_old),
         &tools("add", &new, "sub", &cosmetic_new),
     );
-    Alert::from_drift("shop", 7, &drift, minimum)
+    Alert::from_drift("shop", 7, &drift, minimum, plumbline_taxonomy::Taxonomy::V1)
 }
 
 fn quick() -> Retry {

@@ -132,6 +132,8 @@ pub struct ConfigArg {
 
 #[derive(Debug, Args)]
 pub struct ObserveArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     /// Servers to observe (default: every configured server).
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
@@ -156,6 +158,8 @@ pub struct ObserveArgs {
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
+    #[command(flatten)]
     pub config: ConfigArg,
     #[command(flatten)]
     pub store: StoreArg,
@@ -166,6 +170,8 @@ pub struct WatchArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     #[command(flatten)]
     pub store: StoreArg,
     /// The address to listen on; a non-loopback one needs --token.
@@ -187,6 +193,8 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct PinArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     /// Servers to pin (default: all); with --update, SERVER [TOOL...].
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
@@ -212,6 +220,8 @@ pub struct PinArgs {
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     /// Servers to check (default: every server in the lock file).
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
@@ -250,6 +260,8 @@ pub enum CheckFormat {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     /// One server (default: all).
     pub server: Option<String>,
     #[command(flatten)]
@@ -263,6 +275,8 @@ pub struct LogArgs {
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     pub server: String,
     /// The older observation (default: the successful one before --to).
     #[arg(long, value_name = "OBS")]
@@ -294,6 +308,8 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }

@@ -8,7 +8,7 @@ use plumbline_mcp::Limits;
 use plumbline_store::{ObservationId, SqliteStore, Store};
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::sanitize::for_terminal;
-use plumbline_taxonomy::{Classifier, Severity};
+use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
 use serde::Serialize;
 
 use crate::cli::{DiffArgs, Format, LogArgs, ObserveArgs, ShowArgs};
@@ -35,16 +35,31 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// How one `observe` run goes.
+pub struct ObserveRun<'a> {
+    pub limits: Limits,
+    pub taxonomy: Taxonomy,
+    pub format: Format,
+    pub fail_on: Option<Severity>,
+    pub concurrency: usize,
+    /// Where to save each listing as received.
+    pub save: Option<&'a Path>,
+}
+
 /// Observes, records and reports; returns the run's outcome.
 pub fn observe_servers(
     servers: Vec<(String, ServerConfig)>,
-    limits: Limits,
     store: &mut SqliteStore,
-    format: Format,
-    fail_on: Option<Severity>,
-    concurrency: usize,
-    save: Option<&Path>,
+    run: ObserveRun<'_>,
 ) -> Result<Outcome> {
+    let ObserveRun {
+        limits,
+        taxonomy,
+        format,
+        fail_on,
+        concurrency,
+        save,
+    } = run;
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
     }
@@ -57,12 +72,15 @@ pub fn observe_servers(
             }
         }
     }
-    let reports = record(store, &Classifier::default(), collected)?;
+    let reports = record(store, &Classifier::for_taxonomy(taxonomy), collected)?;
     let mut out = io::stdout().lock();
     match format {
-        Format::Human => render::observe_reports(&mut out, &reports)?,
+        Format::Human => render::observe_reports(&mut out, &reports, taxonomy)?,
         Format::Json => {
-            serde_json::to_writer(&mut out, &serde_json::json!({"servers": reports}))?;
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"taxonomy": taxonomy, "servers": reports}),
+            )?;
             writeln!(out)?;
         }
     }
@@ -95,12 +113,15 @@ pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
     let mut store = open_store(args.store.path.as_deref())?;
     observe_servers(
         servers,
-        limits,
         &mut store,
-        args.format,
-        args.fail_on,
-        args.concurrency,
-        args.save.as_deref(),
+        ObserveRun {
+            limits,
+            taxonomy: config.taxonomy(args.taxonomy.taxonomy),
+            format: args.format,
+            fail_on: args.fail_on,
+            concurrency: args.concurrency,
+            save: args.save.as_deref(),
+        },
     )
 }
 
@@ -120,7 +141,8 @@ struct LogRow {
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
     let store = open_store(args.store.path.as_deref())?;
-    let classifier = Classifier::default();
+    let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
+    let classifier = Classifier::for_taxonomy(taxonomy);
     let servers: Vec<String> = match &args.server {
         Some(s) => vec![s.clone()],
         None => store.servers()?.into_iter().map(|s| s.name).collect(),
@@ -179,7 +201,10 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                 .iter()
                 .map(|(s, rows)| serde_json::json!({"server": s, "observations": rows}))
                 .collect();
-            serde_json::to_writer(&mut out, &serde_json::json!({"servers": v}))?;
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({"taxonomy": taxonomy, "servers": v}),
+            )?;
             writeln!(out)?;
         }
         Format::Human => {
@@ -249,8 +274,9 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
                 .id
         }
     };
+    let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
     let d = drift_between(
-        &Classifier::default(),
+        &Classifier::for_taxonomy(taxonomy),
         &stored_tools(&store, from)?,
         &stored_tools(&store, to)?,
     );
@@ -259,14 +285,14 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
         Format::Json => {
             serde_json::to_writer(
                 &mut out,
-                &serde_json::json!({"server": args.server, "from": from.0, "to": to.0, "drift": d}),
+                &serde_json::json!({"server": args.server, "from": from.0, "to": to.0, "taxonomy": taxonomy, "drift": d}),
             )?;
             writeln!(out)?;
         }
         Format::Human => {
             writeln!(
                 out,
-                "{}: observation {} → {}: {}",
+                "{}: observation {} → {}: {} ({taxonomy})",
                 for_terminal(&args.server, false),
                 from.0,
                 to.0,

@@ -23,12 +23,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
 use plumbline_mcp::{HttpSpec, ServerSpec, StdioSpec};
+use plumbline_taxonomy::Taxonomy;
 use serde::{Deserialize, Serialize};
 
 /// The file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The taxonomy that grades (`"v1"`, the default, or `"v2"`), for
+    /// every command reading this file unless `--taxonomy` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taxonomy: Option<Taxonomy>,
     #[serde(default, skip_serializing_if = "LimitsConfig::is_default")]
     pub limits: LimitsConfig,
     #[serde(default, skip_serializing_if = "WatchConfig::is_default")]
@@ -255,6 +260,28 @@ impl Config {
             .limits()
             .with_context(|| format!("{}", path.display()))?;
         Ok(config)
+    }
+
+    /// The taxonomy to grade with: `flag` when given, else this file's.
+    pub fn taxonomy(&self, flag: Option<Taxonomy>) -> Taxonomy {
+        flag.or(self.taxonomy).unwrap_or_default()
+    }
+
+    /// The taxonomy for a command that does not otherwise read the
+    /// registry: `flag` when given, else `taxonomy` in the registry at
+    /// `$PLUMBLINE_CONFIG` or `plumbline.toml` when that file exists,
+    /// else v1. A registry that exists but cannot be read is an error.
+    pub fn taxonomy_for(flag: Option<Taxonomy>) -> Result<Taxonomy> {
+        if let Some(t) = flag {
+            return Ok(t);
+        }
+        let path = std::env::var_os("PLUMBLINE_CONFIG")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("plumbline.toml"));
+        if !path.exists() {
+            return Ok(Taxonomy::default());
+        }
+        Ok(Config::load(&path)?.taxonomy(None))
     }
 
     /// The servers named in `only` (all when empty), in name order; an

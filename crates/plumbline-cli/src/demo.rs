@@ -13,7 +13,7 @@ use plumbline_mcp::Limits;
 use serde_json::{json, Value};
 
 use crate::cli::Format;
-use crate::commands::{demo_dir, observe_servers};
+use crate::commands::{demo_dir, observe_servers, ObserveRun};
 use crate::config::ServerConfig;
 use crate::exit::Outcome;
 
@@ -94,7 +94,7 @@ fn server(phase: u8) -> Result<(String, ServerConfig)> {
     ))
 }
 
-pub fn run(format: Format) -> Result<Outcome> {
+pub fn run(format: Format, taxonomy: plumbline_taxonomy::Taxonomy) -> Result<Outcome> {
     let dir = demo_dir()?;
     let db = dir.join("plumbline.db");
     let mut store = crate::commands::open_store(Some(&db))?;
@@ -112,18 +112,26 @@ pub fn run(format: Format) -> Result<Outcome> {
         }
         outcome = observe_servers(
             vec![server(phase)?],
-            Limits::default(),
             &mut store,
-            format,
-            None,
-            1,
-            None,
+            ObserveRun {
+                limits: Limits::default(),
+                taxonomy,
+                format,
+                fail_on: None,
+                concurrency: 1,
+                save: None,
+            },
         )?;
     }
     if human {
         println!(
-            "\nBoth observations are in {}; try:\n  plumbline log --store {0}\n  plumbline diff demo --store {0}\n  plumbline show demo add --store {0}",
-            db.display()
+            "\nBoth observations are in {}; try:\n  plumbline log --store {0}\n  plumbline diff demo --store {0}{1}\n  plumbline show demo add --store {0}",
+            db.display(),
+            if taxonomy == plumbline_taxonomy::Taxonomy::V1 {
+                String::new()
+            } else {
+                format!(" --taxonomy {}", taxonomy.short())
+            }
         );
     }
     Ok(outcome)

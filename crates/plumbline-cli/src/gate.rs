@@ -7,15 +7,15 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use plumbline_drift::Drift;
-use plumbline_taxonomy::json::{Object, Value};
+use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::sanitize::for_terminal;
-use plumbline_taxonomy::{Classifier, Severity};
+use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
 use serde::Serialize;
 
 use crate::cli::{CheckArgs, CheckFormat, PinArgs};
 use crate::config::{Config, ServerConfig};
 use crate::exit::Outcome;
-use crate::lock::{phrases_digest, LockFile, LockedServer, LockedTool};
+use crate::lock::{LockFile, LockedServer, LockedTool};
 use crate::observe::{collect, drift_between};
 use crate::render;
 use crate::tools_input::{self, RawListing};
@@ -121,7 +121,7 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 args.lock.display()
             );
         }
-        LockFile::new()
+        LockFile::new(Taxonomy::default())
     };
     let (servers, only_tools): (Vec<String>, Vec<String>) = if args.update {
         let Some((server, tools)) = args.servers.split_first() else {
@@ -131,11 +131,22 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
     } else {
         (args.servers.clone(), Vec::new())
     };
+    // --taxonomy, else the registry's, else the lock's own.
+    let configured = if args.config.path.exists() {
+        Config::load(&args.config.path)?.taxonomy
+    } else {
+        None
+    };
+    let taxonomy = args
+        .taxonomy
+        .taxonomy
+        .or(configured)
+        .unwrap_or_else(|| lock.taxonomy());
     let currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
     if currents.is_empty() {
         bail!("no servers to pin: configure them in plumbline.toml, or pass --tools");
     }
-    let classifier = Classifier::default();
+    let classifier = Classifier::for_taxonomy(taxonomy);
     let mut outcome = Outcome::Clean;
     let mut out = io::stdout().lock();
     for c in currents {
@@ -199,11 +210,12 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             }
             let severity = match (before.first(), after.first()) {
                 (Some(b), Some(a)) => classifier.classify(&b.value()?, &a.value()?).severity,
-                (None, Some(a)) => {
-                    classifier
-                        .classify(&Value::Object(Object::new()), &a.value()?)
-                        .severity
-                }
+                // The drift policy for a new tool: what the model reads in
+                // it, and at least LOW (plumbline-drift).
+                (None, Some(a)) => classifier
+                    .classify_added(&a.value()?, &plumbline_taxonomy::Inventory::empty())
+                    .severity
+                    .max(Severity::Low),
                 _ => Severity::None,
             };
             if args.max_severity.is_some_and(|max| severity > max) && !args.force {
@@ -236,7 +248,7 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             },
         );
     }
-    lock.imperatives = phrases_digest(plumbline_taxonomy::phrases::IMPERATIVES_V1);
+    lock.set_taxonomy(taxonomy);
     lock.save(&args.lock)?;
     writeln!(out, "wrote {}", args.lock.display())?;
     out.flush()?;
@@ -277,10 +289,26 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     let (lock, baseline_file) = if args.against_store {
         let store = crate::commands::open_store(args.store.path.as_deref())?;
         let path = store.path().to_path_buf();
-        (LockFile::from_store(&store, &args.servers)?, path)
+        let configured = if args.config.path.exists() {
+            Config::load(&args.config.path)?.taxonomy
+        } else {
+            None
+        };
+        let taxonomy = args.taxonomy.taxonomy.or(configured).unwrap_or_default();
+        (LockFile::from_store(&store, &args.servers, taxonomy)?, path)
     } else {
         (LockFile::load(&args.lock)?, args.lock.clone())
     };
+    // The lock's grades were reviewed under its taxonomy; another one may
+    // be asked for, but not silently.
+    let taxonomy = args.taxonomy.taxonomy.unwrap_or_else(|| lock.taxonomy());
+    if taxonomy != lock.taxonomy() {
+        eprintln!(
+            "warning: grading with {taxonomy}, but {} was pinned under {}",
+            baseline_file.display(),
+            lock.taxonomy()
+        );
+    }
     let source = if args.against_store {
         format!("the baselines in {}", baseline_file.display())
     } else {
@@ -292,7 +320,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         args.servers.clone()
     };
     let mut currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
-    let classifier = Classifier::default();
+    let classifier = Classifier::for_taxonomy(taxonomy);
     let mut results = Vec::new();
     for server in &servers {
         let Some(locked) = lock.servers.get(server) else {
@@ -365,13 +393,14 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         CheckFormat::Sarif => {
             serde_json::to_writer_pretty(
                 &mut out,
-                &crate::report::sarif(&results, &baseline_file),
+                &crate::report::sarif(&results, &baseline_file, taxonomy),
             )?;
             writeln!(out)?;
         }
         CheckFormat::Markdown => {
             out.write_all(
-                crate::report::markdown(&results, outcome, args.fail_on, &baseline_file).as_bytes(),
+                crate::report::markdown(&results, outcome, args.fail_on, &baseline_file, taxonomy)
+                    .as_bytes(),
             )?;
         }
         CheckFormat::Json => {
@@ -379,7 +408,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                 &mut out,
                 &serde_json::json!({
                     "lock": baseline_file.display().to_string(),
-                    "taxonomy": lock.taxonomy,
+                    "taxonomy": taxonomy,
                     "fail_on": args.fail_on,
                     "exit_code": crate::exit::code(outcome),
                     "servers": results,
@@ -422,7 +451,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             };
             writeln!(
                 out,
-                "{verdict} ({} servers checked against {source})",
+                "{verdict} ({} servers checked against {source}, {taxonomy})",
                 results.len(),
             )?;
         }
@@ -442,6 +471,7 @@ mod tests {
         let changed = |severity| plumbline_drift::ToolDrift {
             name: "t".into(),
             change: plumbline_drift::Change::Changed,
+            severity,
             classification: plumbline_taxonomy::Classification {
                 severity,
                 rules: Vec::new(),

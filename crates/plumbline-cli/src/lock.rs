@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use plumbline_taxonomy::json::{parse_tool, Value};
+use plumbline_taxonomy::Taxonomy;
 use serde::{Deserialize, Serialize};
 
 pub const LOCK_VERSION: u32 = 1;
@@ -67,6 +68,14 @@ impl LockedTool {
     }
 }
 
+/// The `sha256:` digest of the imperative list `taxonomy` grades with.
+pub fn imperatives_digest(taxonomy: Taxonomy) -> String {
+    phrases_digest(match taxonomy {
+        Taxonomy::V1 => plumbline_taxonomy::phrases::IMPERATIVES_V1,
+        Taxonomy::V2 => plumbline_taxonomy::lexicon::IMPERATIVES_V2,
+    })
+}
+
 /// The `sha256:` digest of a phrase list's text.
 pub fn phrases_digest(text: &str) -> String {
     format!(
@@ -76,19 +85,35 @@ pub fn phrases_digest(text: &str) -> String {
 }
 
 impl LockFile {
-    pub fn new() -> LockFile {
+    /// An empty lock for tools pinned under `taxonomy`.
+    pub fn new(taxonomy: Taxonomy) -> LockFile {
         LockFile {
             version: LOCK_VERSION,
-            taxonomy: plumbline_taxonomy::TAXONOMY_VERSION.to_owned(),
-            imperatives: phrases_digest(plumbline_taxonomy::phrases::IMPERATIVES_V1),
+            taxonomy: taxonomy.id().to_owned(),
+            imperatives: imperatives_digest(taxonomy),
             servers: BTreeMap::new(),
         }
     }
 
+    /// The taxonomy the lock was pinned under (checked by [`LockFile::load`]).
+    pub fn taxonomy(&self) -> Taxonomy {
+        self.taxonomy.parse().unwrap_or_default()
+    }
+
+    /// Records that the lock's grades refer to `taxonomy`.
+    pub fn set_taxonomy(&mut self, taxonomy: Taxonomy) {
+        self.taxonomy = taxonomy.id().to_owned();
+        self.imperatives = imperatives_digest(taxonomy);
+    }
+
     /// The store's baselines as a lock: every server with one (or those in
     /// `only`), each tool at its accepted canonical version.
-    pub fn from_store(store: &impl plumbline_store::Store, only: &[String]) -> Result<LockFile> {
-        let mut lock = LockFile::new();
+    pub fn from_store(
+        store: &impl plumbline_store::Store,
+        only: &[String],
+        taxonomy: Taxonomy,
+    ) -> Result<LockFile> {
+        let mut lock = LockFile::new(taxonomy);
         for server in store.servers()? {
             if !only.is_empty() && !only.contains(&server.name) {
                 continue;
@@ -135,9 +160,53 @@ impl LockFile {
                 lock.version
             );
         }
-        // A hand-edited definition must still match its digest.
+        let taxonomy: Taxonomy = lock.taxonomy.parse().map_err(|e| {
+            anyhow::anyhow!(
+                "{}: taxonomy: {e} (taxonomy-v1 or taxonomy-v2)",
+                path.display()
+            )
+        })?;
+        if lock.taxonomy != taxonomy.id() {
+            bail!(
+                "{}: taxonomy {:?}: write it as {:?}",
+                path.display(),
+                lock.taxonomy,
+                taxonomy.id()
+            );
+        }
+        if lock.imperatives != imperatives_digest(taxonomy) {
+            bail!(
+                "{}: imperatives {} is not the digest of {taxonomy}'s imperative list ({}): pin again with this plumbline",
+                path.display(),
+                lock.imperatives,
+                imperatives_digest(taxonomy)
+            );
+        }
+        // A hand-edited definition must still match its digest, carry the
+        // name it is filed under, and appear once.
         for (server, s) in &lock.servers {
+            let mut seen = std::collections::BTreeSet::new();
             for t in &s.tools {
+                if !seen.insert((&t.name, &t.sha256)) {
+                    bail!(
+                        "{}: {server}/{}: the same definition is pinned twice",
+                        path.display(),
+                        t.name
+                    );
+                }
+                let named = t
+                    .value()?
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                if named.as_deref() != Some(t.name.as_str()) {
+                    bail!(
+                        "{}: {server}/{}: the definition's name is {:?}",
+                        path.display(),
+                        t.name,
+                        named.unwrap_or_default()
+                    );
+                }
                 let canonical = plumbline_store::canonicalize(t.definition.as_bytes())
                     .map_err(|e| anyhow::anyhow!("{}: {server}/{}: {e}", path.display(), t.name))?;
                 let digest = plumbline_store::digest(&canonical).to_hex();
@@ -190,7 +259,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(a, b);
-        let mut lock = LockFile::new();
+        let mut lock = LockFile::new(Taxonomy::V1);
         lock.servers.insert(
             "s".into(),
             LockedServer {

@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         Command::Log(args) => commands::log(&args),
         Command::Diff(args) => commands::diff(&args),
         Command::Show(args) => commands::show(&args),
-        Command::Demo(args) => demo::run(args.format),
+        Command::Demo(args) => demo::run(args.format, args.taxonomy.taxonomy.unwrap_or_default()),
         Command::DemoServer => demo::serve(),
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),

@@ -153,6 +153,16 @@ pub fn drift_between(
     drift(classifier, &view(old), &view(new))
 }
 
+/// [`drift_between`], knowing the tool names of other servers.
+pub fn drift_among(
+    classifier: &Classifier,
+    old: &[(String, Value)],
+    new: &[(String, Value)],
+    foreign: &[String],
+) -> Drift {
+    plumbline_drift::drift_among(classifier, &view(old), &view(new), foreign)
+}
+
 /// What `observe` found for one server.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -185,8 +195,25 @@ pub fn record(
     classifier: &Classifier,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
+    // Each server's tool names, so that every server's drift knows the
+    // others' tools (taxonomy-v2: naming another server's tool).
+    let names: Vec<(String, Vec<String>)> = collected
+        .iter()
+        .filter_map(|c| {
+            let l = c.result.as_ref().ok()?;
+            Some((
+                c.server.clone(),
+                l.tools.iter().filter_map(|t| t.name.clone()).collect(),
+            ))
+        })
+        .collect();
     let mut reports = Vec::new();
     for c in collected {
+        let foreign: Vec<String> = names
+            .iter()
+            .filter(|(s, _)| *s != c.server)
+            .flat_map(|(_, n)| n.iter().cloned())
+            .collect();
         store.put_server(&c.server, &c.identity.to_string())?;
         let error = c.result.as_ref().err().cloned();
         // The listing's tools, parsed now for the drift: reading them back
@@ -243,7 +270,7 @@ pub fn record(
             if let Some(prev) = store.latest_successful(&c.server, Some(id))? {
                 let old = stored_tools(store, prev.id)?;
                 report.baseline = Some(prev.id.0);
-                report.drift = Some(drift_between(classifier, &old, &new));
+                report.drift = Some(drift_among(classifier, &old, &new, &foreign));
             }
         }
         reports.push(report);

@@ -113,10 +113,12 @@ pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
         let rules: Vec<&str> = c.rules.iter().map(|r| r.as_str()).collect();
         let graded = if matches!(t.change, Change::Removed) {
             String::new()
+        } else if t.is_new_for_review() {
+            format!("  {} (new tool: review)", t.severity)
         } else if rules.is_empty() {
-            format!("  {}", c.severity)
+            format!("  {}", t.severity)
         } else {
-            format!("  {} ({})", c.severity, rules.join(", "))
+            format!("  {} ({})", t.severity, rules.join(", "))
         };
         writeln!(out, "  {label:<8} {}{graded}", safe(&t.name))?;
         for e in &c.evidence {
@@ -150,7 +152,11 @@ pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
 }
 
 /// `observe`'s report for people.
-pub fn observe_reports(out: &mut impl Write, reports: &[crate::observe::Report]) -> Result<()> {
+pub fn observe_reports(
+    out: &mut impl Write,
+    reports: &[crate::observe::Report],
+    taxonomy: plumbline_taxonomy::Taxonomy,
+) -> Result<()> {
     for r in reports {
         let name = for_terminal(&r.server, false);
         if let Some(err) = &r.error {
@@ -172,7 +178,7 @@ pub fn observe_reports(out: &mut impl Write, reports: &[crate::observe::Report])
                 } else {
                     writeln!(
                         out,
-                        "{name}: ok, {} tools (observation {}, against {base}): {}, {changed} changed",
+                        "{name}: ok, {} tools (observation {}, against {base}): {} ({taxonomy}), {changed} changed",
                         r.tools, r.observation, d.severity
                     )?;
                     drift(out, d)?;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plumbline_drift::Change;
 use plumbline_taxonomy::sanitize::for_terminal;
-use plumbline_taxonomy::{RuleId, Severity};
+use plumbline_taxonomy::{RuleId, Severity, Taxonomy};
 use serde_json::{json, Value};
 
 use crate::exit::Outcome;
@@ -20,8 +20,8 @@ fn level(severity: Severity) -> &'static str {
     }
 }
 
-fn rule_index(rule: RuleId) -> usize {
-    plumbline_taxonomy::Taxonomy::V1
+fn rule_index(taxonomy: Taxonomy, rule: RuleId) -> usize {
+    taxonomy
         .rules()
         .iter()
         .position(|r| *r == rule)
@@ -41,9 +41,9 @@ fn change_label(change: &Change) -> String {
 /// One SARIF run: every taxonomy rule with its documentation, one result
 /// per fired rule per tool, located in the lock file; servers that could
 /// not be evaluated as tool execution notifications.
-pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
+pub fn sarif(results: &[ServerCheck], lock: &Path, taxonomy: Taxonomy) -> Value {
     let lock_uri = lock.to_string_lossy().replace('\\', "/");
-    let rules: Vec<Value> = plumbline_taxonomy::Taxonomy::V1
+    let rules: Vec<Value> = taxonomy
         .rules()
         .iter()
         .map(|r| {
@@ -55,7 +55,7 @@ pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
                 "fullDescription": {"text": format!("{} — {}: {}", r.as_str(), r.severity(), r.title())},
                 "help": {"text": doc, "markdown": doc},
                 "defaultConfiguration": {"level": level(r.severity())},
-                "properties": {"severity": r.severity().as_str(), "taxonomy": plumbline_taxonomy::TAXONOMY_VERSION},
+                "properties": {"severity": r.severity().as_str(), "taxonomy": taxonomy.id()},
             })
         })
         .collect();
@@ -80,7 +80,7 @@ pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
                     .collect();
                 sarif_results.push(json!({
                     "ruleId": rule.as_str(),
-                    "ruleIndex": rule_index(*rule),
+                    "ruleIndex": rule_index(taxonomy, *rule),
                     "level": level(rule.severity()),
                     "message": {"text": format!(
                         "{}/{} ({}): {}. {}",
@@ -113,6 +113,7 @@ pub fn sarif(results: &[ServerCheck], lock: &Path) -> Value {
                 "rules": rules,
             }},
             "artifacts": [{"location": {"uri": lock_uri}}],
+            "properties": {"taxonomy": taxonomy.id()},
             "invocations": [{
                 "executionSuccessful": notifications.is_empty(),
                 "toolExecutionNotifications": notifications,
@@ -144,6 +145,7 @@ pub fn markdown(
     outcome: Outcome,
     fail_on: Severity,
     lock: &Path,
+    taxonomy: Taxonomy,
 ) -> String {
     let verdict = match outcome {
         Outcome::Clean => format!("✅ passed: no drift at or above {fail_on}"),
@@ -154,7 +156,7 @@ pub fn markdown(
         "## Plumbline check: {verdict}\n\nChecked {} servers against `{}` ({}).\n\n| server | result | changed tools |\n|---|---|---|\n",
         results.len(),
         md(&lock.display().to_string()),
-        plumbline_taxonomy::TAXONOMY_VERSION
+        taxonomy.id()
     );
     for r in results {
         match &r.drift {
@@ -193,8 +195,10 @@ pub fn markdown(
                 "- **{}** {}: {}{}\n",
                 change_label(&t.change).to_uppercase(),
                 md(&t.name),
-                t.classification.severity,
-                if rules.is_empty() {
+                t.severity,
+                if t.is_new_for_review() {
+                    " (new tool: review)".to_owned()
+                } else if rules.is_empty() {
                     String::new()
                 } else {
                     format!(" ({})", rules.join(", "))

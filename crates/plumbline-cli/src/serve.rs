@@ -19,8 +19,16 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
         .or_else(|| std::env::var("USER").ok())
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| "reviewer".to_owned());
-    let state =
-        AppState::new(store, Options { token, reviewer }).context("setting up the dashboard")?;
+    let taxonomy = crate::config::Config::taxonomy_for(args.taxonomy.taxonomy)?;
+    let state = AppState::new(
+        store,
+        Options {
+            token,
+            reviewer,
+            taxonomy,
+        },
+    )
+    .context("setting up the dashboard")?;
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await

@@ -26,7 +26,7 @@ use anyhow::{Context as _, Result};
 use plumbline_alert::{post_body, run_hook_with, Alert, AlertKind, Hook, Retry, WebhookFormat};
 use plumbline_mcp::{HttpClient, Limits, Session};
 use plumbline_store::{NewAlert, ObservationId, SqliteStore, Store};
-use plumbline_taxonomy::{Classifier, Severity};
+use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
@@ -100,6 +100,7 @@ fn alerts_for(
     store: &SqliteStore,
     report: &Report,
     link_base: Option<&str>,
+    taxonomy: Taxonomy,
 ) -> Result<Vec<(String, Alert)>> {
     let mut out = Vec::new();
     let previous_failed = store
@@ -117,6 +118,7 @@ fn alerts_for(
         error,
         observation: report.observation,
         link: None,
+        taxonomy: None,
     };
     if let Some(error) = &report.error {
         // Once per streak: only the first failure after a success (or the
@@ -133,8 +135,13 @@ fn alerts_for(
         out.push(("recovery".to_owned(), base(AlertKind::Recovery, None)));
     }
     if let Some(drift) = &report.drift {
-        for mut alert in Alert::from_drift(&report.server, report.observation, drift, Severity::Low)
-        {
+        for mut alert in Alert::from_drift(
+            &report.server,
+            report.observation,
+            drift,
+            Severity::Low,
+            taxonomy,
+        ) {
             alert.link = link_base.map(|b| {
                 format!(
                     "{}/servers/{}/observations/{}",
@@ -155,10 +162,16 @@ fn alerts_for(
 }
 
 /// Puts each alert in the outbox once per channel that wants it.
-fn enqueue(store: &mut SqliteStore, config: &Config, reports: &[Report]) -> Result<usize> {
+fn enqueue(
+    store: &mut SqliteStore,
+    config: &Config,
+    reports: &[Report],
+    taxonomy: Taxonomy,
+) -> Result<usize> {
     let mut queued = 0;
     for report in reports {
-        for (key, alert) in alerts_for(store, report, config.watch.dashboard_url.as_deref())? {
+        let link = config.watch.dashboard_url.as_deref();
+        for (key, alert) in alerts_for(store, report, link, taxonomy)? {
             for channel in &config.alerts {
                 let wanted =
                     alert.kind != AlertKind::Drift || alert.severity >= min_severity(channel)?;
@@ -279,7 +292,7 @@ fn process(
             metrics.record_drift(d.severity);
         }
     }
-    enqueue(store, config, &reports)?;
+    enqueue(store, config, &reports, classifier.taxonomy())?;
     Ok(())
 }
 
@@ -316,7 +329,7 @@ impl Stop {
 async fn watch(args: &WatchArgs) -> Result<Outcome> {
     let mut config = Config::load(&args.config.path)?;
     let mut store = crate::commands::open_store(args.store.path.as_deref())?;
-    let classifier = Classifier::default();
+    let mut classifier = Classifier::for_taxonomy(config.taxonomy(args.taxonomy.taxonomy));
     let client = plumbline_alert::client().context("building the HTTP client")?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut stop = Stop {
@@ -427,6 +440,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
                         w.stop().await;
                     }
                     config = new;
+                    classifier = Classifier::for_taxonomy(config.taxonomy(args.taxonomy.taxonomy));
                     eprintln!("plumbline watch: reloaded {}", args.config.path.display());
                 }
                 Err(e) => eprintln!("plumbline watch: keeping the old configuration: {e:#}"),

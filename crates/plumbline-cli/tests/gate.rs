@@ -339,3 +339,141 @@ fn live_gate_against_the_rmcp_test_server() {
     let o = plumbline(d, &["check", "down"]);
     assert_eq!(o.status.code(), Some(2), "unreachable: {}", text(&o));
 }
+
+/// An SDK upgrade adds `$schema` and annotations with their default values:
+/// taxonomy-v1 fails the gate (R03, R07), taxonomy-v2 does not. The lock
+/// records the taxonomy it was pinned under, and check grades with it.
+#[test]
+fn the_lock_records_its_taxonomy_and_check_grades_with_it() {
+    const ADD_UPGRADED: &str = r#"{"name":"add","description":"Add two numbers and return the sum.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]},"annotations":{"readOnlyHint":true,"openWorldHint":true}}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    let upgraded = saved(d, "upgraded", &[ADD_UPGRADED, ECHO]);
+
+    let o = plumbline(d, &["pin", "--tools", &before]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = plumbline(d, &["check", "--tools", &upgraded, "--format", "json"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "v1 fails the upgrade: {}",
+        text(&o)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["taxonomy"], "taxonomy-v1");
+
+    let o = plumbline(d, &["pin", "--tools", &before, "--taxonomy", "v2"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    assert!(lock.contains("taxonomy = \"taxonomy-v2\""), "{lock}");
+    for format in ["json", "sarif", "markdown", "human"] {
+        let o = plumbline(d, &["check", "--tools", &upgraded, "--format", format]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "v2 passes ({format}): {}",
+            text(&o)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("taxonomy-v2"),
+            "{format} names the taxonomy: {}",
+            text(&o)
+        );
+    }
+    // Asking for another taxonomy than the lock's works, with a warning.
+    let o = plumbline(d, &["check", "--tools", &upgraded, "--taxonomy", "v1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pinned under taxonomy-v2"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A lock file that is not what `pin` writes is an error (exit 2), naming
+/// what is wrong: an unknown taxonomy, an imperatives digest that is not
+/// the taxonomy's list, the same definition twice, a definition whose name
+/// is not the one it is filed under.
+#[test]
+fn an_inconsistent_lock_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    let o = plumbline(d, &["pin", "--tools", &before]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let good = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    let echo_block = good[good
+        .find("[[servers.shop.tools]]\nname = \"echo\"")
+        .expect("echo block")..]
+        .trim_end()
+        .to_owned();
+    let renamed_block = good.replacen("name = \"echo\"", "name = \"echo2\"", 1);
+    let cases: [(&str, String, &str); 4] = [
+        (
+            "unknown taxonomy",
+            good.replace("taxonomy-v1", "taxonomy-v9"),
+            "taxonomy",
+        ),
+        (
+            "wrong imperatives digest",
+            {
+                let at = good.find("imperatives = \"sha256:").expect("digest") + 22;
+                let mut s = good.clone();
+                s.replace_range(at..at + 4, "0000");
+                s
+            },
+            "imperatives",
+        ),
+        (
+            "duplicate entry",
+            format!("{}\n\n{echo_block}\n", good.trim_end()),
+            "pinned twice",
+        ),
+        (
+            "name differs from the definition's",
+            renamed_block,
+            "definition's name",
+        ),
+    ];
+    for (what, text_, needle) in cases {
+        std::fs::write(d.join("plumbline.lock"), &text_).unwrap();
+        let o = plumbline(d, &["check", "--tools", &before]);
+        assert_eq!(o.status.code(), Some(2), "{what}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(needle),
+            "{what}: {}",
+            text(&o)
+        );
+    }
+}
+
+/// `check --tools` reads regular files only: a FIFO or a symlink to a
+/// device is refused before anything is read (no hang, no endless read).
+#[test]
+fn saved_listings_must_be_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD]);
+    let o = plumbline(d, &["pin", "--tools", &before]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let fifo = d.join("fifo");
+    std::fs::create_dir_all(&fifo).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(fifo.join("shop.json"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let zero = d.join("zero");
+    std::fs::create_dir_all(&zero).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero.join("shop.json")).unwrap();
+    for dir in [&fifo, &zero] {
+        let o = plumbline(d, &["check", "--tools", &dir.to_string_lossy()]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("not a regular file"),
+            "{}",
+            text(&o)
+        );
+    }
+}

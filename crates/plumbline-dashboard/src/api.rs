@@ -284,6 +284,8 @@ struct VersionJson<'a> {
 #[derive(Serialize)]
 struct ChangeDetailJson<'a> {
     server: &'a str,
+    /// The taxonomy that graded the change.
+    taxonomy: plumbline_taxonomy::Taxonomy,
     observation: i64,
     previous: i64,
     #[serde(flatten)]
@@ -297,7 +299,11 @@ struct ChangeDetailJson<'a> {
     copies: Option<Vec<VersionJson<'a>>>,
 }
 
-fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeDetailJson<'a> {
+fn change_json<'a>(
+    detail: &'a ChangeDetail,
+    review: Option<&Review>,
+    taxonomy: plumbline_taxonomy::Taxonomy,
+) -> ChangeDetailJson<'a> {
     let version = |t: &'a changes::LoadedTool| VersionJson {
         name: &t.name,
         canonical_digest: t.canonical_digest.to_string(),
@@ -305,6 +311,7 @@ fn change_json<'a>(detail: &'a ChangeDetail, review: Option<&Review>) -> ChangeD
     };
     ChangeDetailJson {
         server: &detail.observation.summary.server,
+        taxonomy,
         observation: detail.observation.summary.id.0,
         previous: detail.previous.id.0,
         change: ChangeJson::from(&ToolChange::of(&detail.drift), review),
@@ -550,8 +557,12 @@ async fn change(
     let json = state
         .with_store(move |store, inner| {
             let (detail, review) = change_view(&*store, inner, &name, &id, &tool)?;
-            serde_json::to_value(change_json(&detail, review.as_ref()))
-                .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
+            serde_json::to_value(change_json(
+                &detail,
+                review.as_ref(),
+                inner.classifier.taxonomy(),
+            ))
+            .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
         })
         .await?;
     Ok(Json(json))

@@ -9,7 +9,7 @@
 //! anything. A computed drift depends only on the two tool sets, which are
 //! content-addressed, so it is cached by their digests; everything stays
 //! deterministic. Its summary (each tool's change, severity and rules) is
-//! also kept in the store under [`GRADER`], so a long history is graded
+//! also kept in the store under [`grader`], so a long history is graded
 //! once, not once per request or per process. The change page grades its
 //! one change again, for the evidence.
 
@@ -21,7 +21,7 @@ use plumbline_store::{
     BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
 };
 use plumbline_taxonomy::json::{parse_tool, Value};
-use plumbline_taxonomy::{Classifier, RuleId, Severity};
+use plumbline_taxonomy::{Classifier, RuleId, Severity, Taxonomy};
 use serde::Serialize;
 
 use crate::error::Failure;
@@ -30,13 +30,16 @@ use crate::error::Failure;
 const CACHE_ENTRIES: usize = 4096;
 
 /// Who graded a stored drift summary, and in which encoding: a summary
-/// is used only by the grader that wrote it. Rule changes come with a new
-/// release (spec 7), and so with a new key.
-pub const GRADER: &str = concat!(
-    "plumbline ",
-    env!("CARGO_PKG_VERSION"),
-    "; taxonomy-v1, default imperatives; summary v1"
-);
+/// is used only by the grader that wrote it, so stored grades are keyed by
+/// taxonomy. Rule changes come with a new release (spec 7), and so with a
+/// new key. Summary v2: added tools graded by the drift policy.
+pub fn grader(taxonomy: Taxonomy) -> String {
+    format!(
+        "plumbline {}; {}, default imperatives; summary v2",
+        env!("CARGO_PKG_VERSION"),
+        taxonomy.id()
+    )
+}
 
 /// The grade of one tool's change, without its evidence.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,7 +57,7 @@ impl ToolChange {
         ToolChange {
             name: t.name.clone(),
             change: t.change.clone(),
-            severity: t.classification.severity,
+            severity: t.severity,
             rules: t.classification.rules.clone(),
         }
     }
@@ -123,8 +126,9 @@ impl Changes {
 /// the previous old one is dropped; a hit in the old generation moves to
 /// the young one. So what is in use survives a refill, and memory stays
 /// within twice [`CACHE_ENTRIES`].
-#[derive(Default)]
 pub struct DriftCache {
+    /// [`grader`] of the taxonomy this cache's changes were graded with.
+    grader: String,
     generations: Mutex<Generations>,
     /// Graded here and not yet in the store (see [`DriftCache::save`]).
     unsaved: Mutex<Vec<(SetPair, Arc<Changes>)>>,
@@ -142,6 +146,15 @@ struct Generations {
 }
 
 impl DriftCache {
+    /// An empty cache for changes graded with `taxonomy`.
+    pub fn new(taxonomy: Taxonomy) -> DriftCache {
+        DriftCache {
+            grader: grader(taxonomy),
+            generations: Mutex::default(),
+            unsaved: Mutex::default(),
+        }
+    }
+
     fn get(&self, key: &(Digest, Digest)) -> Option<Arc<Changes>> {
         let mut g = self
             .generations
@@ -171,7 +184,7 @@ impl DriftCache {
             std::mem::take(&mut *self.unsaved.lock().unwrap_or_else(PoisonError::into_inner));
         for ((old, new), changes) in unsaved {
             if store
-                .put_drift_summary(&old, &new, GRADER, &changes.encode())
+                .put_drift_summary(&old, &new, &self.grader, &changes.encode())
                 .is_err()
             {
                 return;
@@ -269,7 +282,7 @@ pub fn changes_between(
         return Ok(hit);
     }
     if let Some(stored) = store
-        .drift_summary(&old_set, &new_set, GRADER)?
+        .drift_summary(&old_set, &new_set, &ctx.cache.grader)?
         .and_then(|bytes| Changes::decode(&bytes))
     {
         let stored = Arc::new(stored);
@@ -278,11 +291,7 @@ pub fn changes_between(
     }
     let tools = graded_between(store, ctx, old, new)?;
     let changes = Arc::new(Changes {
-        severity: tools
-            .iter()
-            .map(|t| t.classification.severity)
-            .max()
-            .unwrap_or_default(),
+        severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
         tools: tools.iter().map(ToolChange::of).collect(),
     });
     ctx.cache.put(key, Arc::clone(&changes));
@@ -503,6 +512,8 @@ pub fn change(
     // Pick the copies the drift paired: with a name listed more than once,
     // copies pair in listing order and the rest were added or removed.
     let (old_copies, new_copies) = (named(&before, old_name), named(&after, tool));
+    let siblings =
+        plumbline_taxonomy::Inventory::empty().with_siblings(after.iter().map(|t| t.name.as_str()));
     let (old, new) = match &drift.change {
         Change::Added => (None, new_copies.get(named(&before, tool).len()).cloned()),
         Change::Removed => (old_copies.get(named(&after, tool).len()).cloned(), None),
@@ -515,7 +526,9 @@ pub fn change(
                 .iter()
                 .zip(&new_copies)
                 .position(|(a, b)| {
-                    ctx.classifier.classify(&a.definition, &b.definition) == drift.classification
+                    ctx.classifier
+                        .classify_in(&a.definition, &b.definition, &siblings)
+                        == drift.classification
                 })
                 .unwrap_or(0);
             (old_copies.get(pair).cloned(), new_copies.get(pair).cloned())

@@ -49,7 +49,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use plumbline_store::{SqliteStore, StoreError};
-use plumbline_taxonomy::Classifier;
+use plumbline_taxonomy::{Classifier, Taxonomy};
 
 pub use auth::{constant_time_eq, SESSION_COOKIE};
 pub use error::Failure;
@@ -67,6 +67,8 @@ pub struct Options {
     pub token: Option<String>,
     /// The reviewer name review forms start with.
     pub reviewer: String,
+    /// The taxonomy that grades every change shown.
+    pub taxonomy: Taxonomy,
 }
 
 /// Errors setting the dashboard up.
@@ -122,8 +124,8 @@ impl AppState {
         Ok(AppState {
             inner: Arc::new(Inner {
                 store: Mutex::new(store),
-                classifier: Classifier::default(),
-                drift_cache: changes::DriftCache::default(),
+                classifier: Classifier::for_taxonomy(options.taxonomy),
+                drift_cache: changes::DriftCache::new(options.taxonomy),
                 access: auth::Access::new(options.token.filter(|t| !t.is_empty()), &secret),
                 reviewer: options.reviewer,
             }),
@@ -133,6 +135,11 @@ impl AppState {
     /// The dashboard over the store file at `path`.
     pub fn open(path: &Path, options: Options) -> Result<AppState, DashboardError> {
         AppState::new(SqliteStore::open(path)?, options)
+    }
+
+    /// The taxonomy every change is graded with.
+    pub fn taxonomy(&self) -> Taxonomy {
+        self.inner.classifier.taxonomy()
     }
 
     /// The token review forms must carry (the same for every form of this

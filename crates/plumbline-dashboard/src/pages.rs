@@ -17,7 +17,7 @@ use plumbline_drift::Change;
 use plumbline_store::{ObservationId, Outcome, Review, Store};
 use plumbline_taxonomy::diff::{diff as structural_diff, ChangeKind};
 use plumbline_taxonomy::json::{Object, Value};
-use plumbline_taxonomy::{Detail, Evidence, RuleId, Severity};
+use plumbline_taxonomy::{Detail, Evidence, RuleId, Severity, Taxonomy};
 use serde::Deserialize;
 
 use crate::api::{self, Verdict};
@@ -71,7 +71,9 @@ fn ctx(inner: &crate::Inner) -> Context<'_> {
 
 // ---- building blocks --------------------------------------------------------
 
-fn layout(title: &str, body: Markup) -> Html<String> {
+/// A page: `taxonomy` names the grader in the footer (none on error pages,
+/// which may come before any state).
+fn layout(taxonomy: Option<Taxonomy>, title: &str, body: Markup) -> Html<String> {
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -93,8 +95,12 @@ fn layout(title: &str, body: Markup) -> Html<String> {
                 }
                 main { (body) }
                 footer {
-                    "Graded with " (plumbline_taxonomy::TAXONOMY_VERSION)
-                    ": the same two tools always get the same grade, with the evidence that produced it."
+                    @if let Some(t) = taxonomy {
+                        "Graded with " a href="/rules" { (t.id()) }
+                        ": the same two tools always get the same grade, with the evidence that produced it."
+                    } @else {
+                        "Plumbline: the same two tools always get the same grade, with the evidence that produced it."
+                    }
                 }
             }
         }
@@ -106,6 +112,7 @@ fn layout(title: &str, body: Markup) -> Html<String> {
 pub(crate) fn error_page(status: StatusCode, message: &str) -> Html<String> {
     let reason = status.canonical_reason().unwrap_or("Error");
     layout(
+        None,
         reason,
         html! {
             h1 { (status.as_u16()) " " (reason) }
@@ -192,6 +199,7 @@ async fn overview(
         html! { a class=[(s == by).then_some("active")] href={ "/?sort=" (s.as_str()) } { (label) } }
     };
     Ok(layout(
+        Some(state.taxonomy()),
         "Servers",
         html! {
             h1 { "Servers" }
@@ -249,15 +257,17 @@ async fn stylesheet() -> impl IntoResponse {
 
 // ---- rules ---------------------------------------------------------------
 
-async fn rules() -> Html<String> {
+async fn rules(State(state): State<AppState>) -> Html<String> {
+    let taxonomy = state.taxonomy();
     layout(
+        Some(taxonomy),
         "Rules",
         html! {
-            h1 { "Rules of " (plumbline_taxonomy::TAXONOMY_VERSION) }
+            h1 { "Rules of " (taxonomy.id()) }
             table.rules {
                 thead { tr { th { "Rule" } th { "Severity" } th { "Fires when a change…" } } }
                 tbody {
-                    @for &r in plumbline_taxonomy::Taxonomy::V1.rules() {
+                    @for &r in taxonomy.rules() {
                         tr {
                             td { (rule_link(r)) }
                             td { (severity_badge(r.severity())) }
@@ -270,13 +280,17 @@ async fn rules() -> Html<String> {
     )
 }
 
-async fn rule(Path(id): Path<String>) -> Result<Html<String>, PageError> {
+async fn rule(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Html<String>, PageError> {
     let rule: RuleId = id
         .parse()
         .ok()
         .filter(|r: &RuleId| r.as_str() == id)
-        .ok_or_else(|| Failure::NotFound(format!("there is no rule {id:?} in taxonomy-v1")))?;
+        .ok_or_else(|| Failure::NotFound(format!("there is no rule {id:?}")))?;
     Ok(layout(
+        Some(state.taxonomy()),
         rule.as_str(),
         html! {
             p.crumbs { a href="/rules" { "Rules" } " / " (rule.as_str()) }
@@ -314,6 +328,7 @@ async fn server(
         .await?;
     let name = view_name;
     Ok(layout(
+        Some(state.taxonomy()),
         &name,
         html! {
             p.crumbs { a href="/" { "Servers" } " / " (line(&name)) }
@@ -412,6 +427,7 @@ async fn observation(
     let s = &o.summary;
     let name = server;
     Ok(layout(
+        Some(state.taxonomy()),
         &format!("Observation {} of {name}", s.id),
         html! {
             p.crumbs {
@@ -736,6 +752,7 @@ fn change_page(
         &c.evidence,
     );
     layout(
+        Some(state.taxonomy()),
         &format!("{} at observation {id} of {server}", t.name),
         html! {
             p.crumbs {
@@ -745,7 +762,7 @@ fn change_page(
                 (line(&t.name))
             }
             h1 {
-                (severity_badge(c.severity)) " "
+                (severity_badge(t.severity)) " "
                 a href=(links::tool(server, &t.name)) { (line(&t.name)) } " "
                 (kind_label(&t.change))
             }
@@ -915,6 +932,7 @@ async fn tool(
         })
         .collect();
     Ok(layout(
+        Some(state.taxonomy()),
         &format!("{} of {name}", v.tool),
         html! {
             p.crumbs {

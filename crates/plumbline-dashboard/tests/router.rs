@@ -133,6 +133,7 @@ fn app(fx: &Fixture, token: Option<&str>) -> (Router, AppState) {
         Options {
             token: token.map(str::to_owned),
             reviewer: "tester".to_owned(),
+            taxonomy: plumbline_taxonomy::Taxonomy::V1,
         },
     )
     .expect("dashboard state");
@@ -561,7 +562,8 @@ async fn reviewing_and_accepting_through_the_form_update_counts_and_the_baseline
         .and_then(|s| s.iter().find(|s| s["name"] == "acme").cloned())
         .expect("acme");
     assert_eq!(acme["unreviewed"], 1);
-    assert_eq!(acme["worst_unreviewed"], "NONE");
+    // An added tool in which no rule fired is LOW: a new tool to review.
+    assert_eq!(acme["worst_unreviewed"], "LOW");
 
     let change = get(
         &router,
@@ -1099,7 +1101,8 @@ async fn dot_named_tools_have_working_links() {
 /// stored summary it cannot read is graded again and replaced.
 #[tokio::test]
 async fn grades_are_kept_in_the_store_for_the_next_process() {
-    use plumbline_dashboard::changes::GRADER;
+    let grader = plumbline_dashboard::changes::grader(plumbline_taxonomy::Taxonomy::V1);
+    let grader = grader.as_str();
 
     let fx = seed();
     let worst = async |fx: &Fixture| {
@@ -1118,7 +1121,7 @@ async fn grades_are_kept_in_the_store_for_the_next_process() {
         new.tool_set.expect("new set"),
     );
     let stored = store
-        .drift_summary(&old, &new, GRADER)
+        .drift_summary(&old, &new, grader)
         .expect("read")
         .expect("the first process kept its grade");
     let text = String::from_utf8(stored.clone()).expect("JSON text");
@@ -1128,12 +1131,12 @@ async fn grades_are_kept_in_the_store_for_the_next_process() {
     // Where the grade comes from is visible once the stored one differs.
     let forged = text.replace(&severity, "\"severity\":\"CRITICAL\"");
     store
-        .put_drift_summary(&old, &new, GRADER, forged.as_bytes())
+        .put_drift_summary(&old, &new, grader, forged.as_bytes())
         .expect("write");
     assert_eq!(worst(&fx).await, "CRITICAL", "read from the store");
 
     store
-        .put_drift_summary(&old, &new, GRADER, b"{\"severity\":")
+        .put_drift_summary(&old, &new, grader, b"{\"severity\":")
         .expect("write");
     assert_eq!(
         worst(&fx).await,
@@ -1141,8 +1144,76 @@ async fn grades_are_kept_in_the_store_for_the_next_process() {
         "an unreadable summary is graded again"
     );
     assert_eq!(
-        store.drift_summary(&old, &new, GRADER).expect("read"),
+        store.drift_summary(&old, &new, grader).expect("read"),
         Some(stored),
         "and replaced"
+    );
+}
+
+/// Stored grades are keyed by taxonomy: a dashboard grading with v2 never
+/// reads a v1 grade, and keeps its own beside it. Pages name the taxonomy.
+#[tokio::test]
+async fn stored_grades_are_keyed_by_taxonomy() {
+    use plumbline_taxonomy::Taxonomy;
+
+    let fx = seed();
+    let app_with = |taxonomy| {
+        let state = AppState::open(
+            &fx.path,
+            Options {
+                token: None,
+                reviewer: "tester".to_owned(),
+                taxonomy,
+            },
+        )
+        .expect("dashboard state");
+        router(state)
+    };
+    let v1 = app_with(Taxonomy::V1);
+    let graded = get(&v1, "/api/v1/servers/beta").await.json()["worst_unreviewed"].clone();
+    let mut store = SqliteStore::open(&fx.path).expect("store");
+    let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
+    let (old, new) = (
+        old.tool_set.expect("old set"),
+        new.tool_set.expect("new set"),
+    );
+    let v1_grader = plumbline_dashboard::changes::grader(Taxonomy::V1);
+    let v2_grader = plumbline_dashboard::changes::grader(Taxonomy::V2);
+    assert_ne!(v1_grader, v2_grader);
+    let stored = store
+        .drift_summary(&old, &new, &v1_grader)
+        .expect("read")
+        .expect("v1 kept its grade");
+    let forged = String::from_utf8(stored).expect("JSON").replace(
+        &format!("\"severity\":{graded}"),
+        "\"severity\":\"CRITICAL\"",
+    );
+    store
+        .put_drift_summary(&old, &new, &v1_grader, forged.as_bytes())
+        .expect("write");
+
+    let v2 = app_with(Taxonomy::V2);
+    let a = get(&v2, "/api/v1/servers/beta").await;
+    assert_ne!(
+        a.json()["worst_unreviewed"],
+        "CRITICAL",
+        "v2 read v1's grade"
+    );
+    assert!(
+        store
+            .drift_summary(&old, &new, &v2_grader)
+            .expect("read")
+            .is_some(),
+        "v2 keeps its own grade"
+    );
+    let page = get(&v2, "/rules").await.body;
+    assert!(
+        page.contains("Rules of taxonomy-v2") && page.contains("R13"),
+        "{page}"
+    );
+    let page = get(&v1, "/rules").await.body;
+    assert!(
+        page.contains("taxonomy-v1") && !page.contains("R13"),
+        "{page}"
     );
 }

@@ -1,15 +1,22 @@
 //! Drift between two listings of one server's tools: which tools were
-//! added, removed, renamed, changed or left alone, each graded with
-//! taxonomy-v1. Pure and synchronous, like the classifier it builds on.
+//! added, removed, renamed, changed or left alone, each graded with the
+//! classifier's taxonomy. Pure and synchronous, like the classifier it
+//! builds on. This is Plumbline's drift policy (`docs/taxonomy-v2.md` 6),
+//! the same under every taxonomy:
 //!
-//! - A **changed** tool is classified old against new.
-//! - An **added** tool is classified against the empty tool `{}`: new
-//!   content is judged like any other new content, so a poisoned new tool
-//!   is as CRITICAL as a poisoned edit.
-//! - A **removed** tool is reported; removal is not graded by taxonomy-v1.
-//! - A **rename** is a removed and an added tool whose definitions are
-//!   equal once `name` is set aside; it is reported as one rename (and
-//!   classified old against new, which grades the rest of the change).
+//! - A **changed** tool is classified old against new, knowing the new
+//!   listing's other tools (siblings) and any foreign tool names given.
+//! - An **added** tool is graded on what the model will read in it, the
+//!   text rules against the empty tool `{}` ([`Classifier::classify_added`]):
+//!   a poisoned new tool is as CRITICAL as a poisoned edit, but having
+//!   inputs, annotations or a `$schema` is not HIGH. A new tool is at
+//!   least LOW: someone should look at it.
+//! - A **removed** tool is reported; removal is not graded.
+//! - A **rename** is a removed and an added tool that are one tool: names
+//!   equal but for case and separators (`getTinyImage`, `get-tiny-image`),
+//!   or definitions equal once `name` is set aside, or definitions the
+//!   taxonomy grades NONE apart. It is reported as one rename and
+//!   classified old against new.
 //! - Two tools with **one name in one listing** are reported as a
 //!   duplicate and never merged: copies are paired in listing order, and
 //!   extra copies count as added or removed.
@@ -17,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use plumbline_taxonomy::json::{Object, Value};
-use plumbline_taxonomy::{Classification, Classifier, Severity};
+use plumbline_taxonomy::{Classification, Classifier, Inventory, Severity};
 use serde::Serialize;
 
 /// One tool of a listing: its name and parsed definition.
@@ -57,8 +64,33 @@ pub struct ToolDrift {
     pub name: String,
     #[serde(flatten)]
     pub change: Change,
-    /// The grade; NONE with no rules for removed and unchanged tools.
+    /// The drift's grade of this tool: the classification's severity, and
+    /// at least LOW for an added tool.
+    pub severity: Severity,
+    /// The taxonomy's grade; NONE with no rules for removed and unchanged
+    /// tools.
     pub classification: Classification,
+}
+
+impl ToolDrift {
+    fn new(name: &str, change: Change, classification: Classification) -> ToolDrift {
+        let floor = if change == Change::Added {
+            Severity::Low
+        } else {
+            Severity::None
+        };
+        ToolDrift {
+            name: name.to_owned(),
+            severity: classification.severity.max(floor),
+            change,
+            classification,
+        }
+    }
+
+    /// An added tool in which no rule fired: graded LOW for review only.
+    pub fn is_new_for_review(&self) -> bool {
+        self.change == Change::Added && self.classification.rules.is_empty()
+    }
 }
 
 /// A name that more than one tool carried in a listing.
@@ -116,8 +148,36 @@ fn without_name(v: &Value) -> Value {
     }
 }
 
-/// Compares two listings of one server.
+/// A tool name with case and separators set aside, for recognising
+/// renames: ASCII lowercase, without `-`, `_`, `.` and spaces.
+fn normalized(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The third way to recognise a rename is a classification per pair of
+/// unpaired tools; past this many pairs it is skipped.
+const MAX_RENAME_COMPARISONS: usize = 4096;
+
+/// Compares two listings of one server, knowing no other server's tools.
 pub fn drift(classifier: &Classifier, old: &[Tool<'_>], new: &[Tool<'_>]) -> Drift {
+    drift_among(classifier, old, new, &[])
+}
+
+/// Compares two listings of one server; `foreign` names the tools of other
+/// observed servers (taxonomy-v2 takes them for references to other
+/// tools).
+pub fn drift_among(
+    classifier: &Classifier,
+    old: &[Tool<'_>],
+    new: &[Tool<'_>],
+    foreign: &[String],
+) -> Drift {
+    let inventory = Inventory::empty()
+        .with_siblings(new.iter().map(|t| t.name))
+        .with_foreign(foreign.iter().cloned());
     let old_by = by_name(old);
     let new_by = by_name(new);
     let mut tools = Vec::new();
@@ -139,70 +199,87 @@ pub fn drift(classifier: &Classifier, old: &[Tool<'_>], new: &[Tool<'_>]) -> Dri
         }
         // Copies pair up in listing order; the rest are added or removed.
         for (a, b) in o.iter().zip(n) {
-            let c = classifier.classify(a, b);
-            let change = if a == b {
-                Change::Unchanged
+            let (change, c) = if a == b {
+                (Change::Unchanged, none())
             } else {
-                Change::Changed
+                (Change::Changed, classifier.classify_in(a, b, &inventory))
             };
-            tools.push(ToolDrift {
-                name: name.to_owned(),
-                change,
-                classification: c,
-            });
+            tools.push(ToolDrift::new(name, change, c));
         }
         removed.extend(o.iter().skip(n.len()).map(|v| (name, *v)));
         added.extend(n.iter().skip(o.len()).map(|v| (name, *v)));
     }
 
-    // A removed and an added tool with the same definition but the name:
-    // one rename, not a removal and an unrelated addition.
-    let mut renamed_from = vec![false; removed.len()];
+    // A removed and an added tool that are one tool: a rename, not a
+    // removal and an unrelated addition. Three passes, in order of
+    // preference, each pairing greedily in name order.
+    let mut paired_removed = vec![false; removed.len()];
+    let mut paired_added: Vec<Option<usize>> = vec![None; added.len()];
     let removed_shapes: Vec<Value> = removed.iter().map(|(_, v)| without_name(v)).collect();
-    for (name, def) in added {
-        let shape = without_name(def);
-        let twin = removed_shapes
-            .iter()
-            .enumerate()
-            .position(|(i, s)| !renamed_from[i] && *s == shape);
-        match twin {
-            Some(i) => {
-                renamed_from[i] = true;
-                tools.push(ToolDrift {
-                    name: name.to_owned(),
-                    change: Change::Renamed {
-                        from: removed[i].0.to_owned(),
-                    },
-                    classification: classifier.classify(removed[i].1, def),
-                });
+    let added_shapes: Vec<Value> = added.iter().map(|(_, v)| without_name(v)).collect();
+    fn pass(
+        paired_added: &mut [Option<usize>],
+        paired_removed: &mut [bool],
+        same: &dyn Fn(usize, usize) -> bool,
+    ) {
+        for (a, slot) in paired_added.iter_mut().enumerate() {
+            if slot.is_some() {
+                continue;
             }
-            None => tools.push(ToolDrift {
-                name: name.to_owned(),
-                change: Change::Added,
-                classification: classifier.classify(&Value::Object(Object::new()), def),
-            }),
+            if let Some(r) = (0..paired_removed.len()).find(|&r| !paired_removed[r] && same(a, r)) {
+                paired_removed[r] = true;
+                *slot = Some(r);
+            }
         }
     }
+    pass(&mut paired_added, &mut paired_removed, &|a, r| {
+        normalized(added[a].0) == normalized(removed[r].0)
+    });
+    pass(&mut paired_added, &mut paired_removed, &|a, r| {
+        added_shapes[a] == removed_shapes[r]
+    });
+    let unpaired = paired_added.iter().filter(|p| p.is_none()).count()
+        * paired_removed.iter().filter(|p| !**p).count();
+    if unpaired <= MAX_RENAME_COMPARISONS {
+        pass(&mut paired_added, &mut paired_removed, &|a, r| {
+            classifier
+                .classify_in(&removed_shapes[r], &added_shapes[a], &inventory)
+                .severity
+                == Severity::None
+        });
+    }
+    for (a, (name, def)) in added.iter().enumerate() {
+        let tool = match paired_added[a] {
+            Some(r) => ToolDrift::new(
+                name,
+                Change::Renamed {
+                    from: removed[r].0.to_owned(),
+                },
+                classifier.classify_in(removed[r].1, def, &inventory),
+            ),
+            None => ToolDrift::new(
+                name,
+                Change::Added,
+                classifier.classify_added(def, &inventory),
+            ),
+        };
+        tools.push(tool);
+    }
     for (i, (name, _)) in removed.iter().enumerate() {
-        if !renamed_from[i] {
-            tools.push(ToolDrift {
-                name: (*name).to_owned(),
-                change: Change::Removed,
-                classification: none(),
-            });
+        if !paired_removed[i] {
+            tools.push(ToolDrift::new(name, Change::Removed, none()));
         }
     }
 
     tools.sort_by(|a, b| {
-        b.classification
-            .severity
-            .cmp(&a.classification.severity)
+        b.severity
+            .cmp(&a.severity)
             .then(a.change.order().cmp(&b.change.order()))
             .then_with(|| a.name.cmp(&b.name))
     });
     let severity = tools
         .iter()
-        .map(|t| t.classification.severity)
+        .map(|t| t.severity)
         .max()
         .unwrap_or(Severity::None);
     Drift {
@@ -242,7 +319,7 @@ mod tests {
                     Change::Renamed { from } => format!("renamed from {from}"),
                     other => format!("{other:?}").to_lowercase(),
                 };
-                format!("{} {kind} {}", t.name, t.classification.severity)
+                format!("{} {kind} {}", t.name, t.severity)
             })
             .collect()
     }
@@ -333,10 +410,70 @@ mod tests {
         ]);
         let d = drift(&Classifier::default(), &listing(&old), &listing(&new));
         let v = serde_json::to_value(&d).unwrap();
-        assert_eq!(v["severity"], "MEDIUM");
+        // An added tool's annotations are not new content: LOW, for review.
+        assert_eq!(v["severity"], "LOW");
         assert_eq!(v["tools"][0]["name"], "c");
         assert_eq!(v["tools"][0]["kind"], "added");
+        assert_eq!(v["tools"][0]["severity"], "LOW");
+        assert_eq!(
+            v["tools"][0]["classification"]["rules"],
+            serde_json::json!([])
+        );
         assert_eq!(v["tools"][1]["kind"], "renamed");
         assert_eq!(v["tools"][1]["from"], "a");
+    }
+
+    const WITH_EVERYTHING: &str = r#"{"name":"get-tiny-image","description":"Returns a tiny image.",
+        "inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+          "properties":{"size":{"type":"integer"}},"required":["size"]},
+        "annotations":{"readOnlyHint":false,"openWorldHint":true}}"#;
+
+    #[test]
+    fn an_added_tool_is_not_high_for_its_inputs_annotations_or_schema() {
+        let old = tools(&[r#"{"name":"a","description":"Adds."}"#]);
+        let new = tools(&[r#"{"name":"a","description":"Adds."}"#, WITH_EVERYTHING]);
+        for taxonomy in plumbline_taxonomy::Taxonomy::ALL {
+            let d = drift(
+                &Classifier::for_taxonomy(taxonomy),
+                &listing(&old),
+                &listing(&new),
+            );
+            assert_eq!(
+                summary(&d),
+                ["get-tiny-image added LOW", "a unchanged NONE"],
+                "{taxonomy}"
+            );
+            assert!(d.tools[0].is_new_for_review());
+        }
+    }
+
+    #[test]
+    fn renames_by_name_form_and_by_near_identical_definition() {
+        let old = tools(&[
+            r#"{"name":"getTinyImage","description":"Returns a tiny image.","inputSchema":{"type":"object"}}"#,
+            r#"{"name":"printEnv","description":"Prints the environment variables of the server process."}"#,
+        ]);
+        let new = tools(&[
+            WITH_EVERYTHING,
+            r#"{"name":"show_environment","description":"Prints the environment variables of the server process!"}"#,
+        ]);
+        for taxonomy in plumbline_taxonomy::Taxonomy::ALL {
+            let d = drift(
+                &Classifier::for_taxonomy(taxonomy),
+                &listing(&old),
+                &listing(&new),
+            );
+            let kinds: Vec<String> = d
+                .tools
+                .iter()
+                .map(|t| format!("{} {:?}", t.name, t.change))
+                .collect();
+            assert!(
+                kinds.contains(&"get-tiny-image Renamed { from: \"getTinyImage\" }".to_owned())
+                    && kinds
+                        .contains(&"show_environment Renamed { from: \"printEnv\" }".to_owned()),
+                "{taxonomy}: {kinds:?}"
+            );
+        }
     }
 }

@@ -52,14 +52,17 @@ impl Object {
         // A stable sort keeps duplicates in document order, so the last of
         // each run of equal keys is the one that was written last.
         members.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, Value)> = Vec::with_capacity(members.len());
-        for m in members {
-            match out.last_mut() {
-                Some(last) if last.0 == m.0 => *last = m,
-                _ => out.push(m),
+        // In place: `dedup_by` keeps the first of a run, so each later
+        // duplicate first trades places with the kept one.
+        members.dedup_by(|later, kept| {
+            if later.0 == kept.0 {
+                std::mem::swap(later, kept);
+                true
+            } else {
+                false
             }
-        }
-        Object { members: out }
+        });
+        Object { members }
     }
 
     fn position(&self, key: &str) -> Result<usize, usize> {

@@ -75,15 +75,75 @@ pub struct Hit {
     pub end: usize,
 }
 
-/// The v2 phrase lists, compiled.
+/// The v2 phrase lists, compiled: one automaton for the lists matched in
+/// every changed field, and one for the directives, which matter only in a
+/// sentence that names another tool (rare), so most fields are never
+/// scanned for them.
 #[derive(Debug, Clone)]
 pub struct Lexicon {
     /// Per category: phrases as written, and lowered.
     phrases: [Vec<String>; 5],
     lowered: [Vec<String>; 5],
-    /// Pattern number → (category, index within it).
+    fields: Matcher,
+    directives: Matcher,
+}
+
+/// One automaton and, per pattern, its (category, index within it).
+#[derive(Debug, Clone)]
+struct Matcher {
     owner: Vec<(Category, usize)>,
-    matcher: AhoCorasick,
+    automaton: AhoCorasick,
+}
+
+impl Matcher {
+    fn build(
+        lowered: &[Vec<String>; 5],
+        categories: &[Category],
+        kind: AhoCorasickKind,
+    ) -> Result<Matcher, PhraseError> {
+        let mut owner = Vec::new();
+        let mut patterns: Vec<&str> = Vec::new();
+        for &c in categories {
+            for (i, p) in lowered[c.index()].iter().enumerate() {
+                owner.push((c, i));
+                patterns.push(p);
+            }
+        }
+        // A contiguous NFA: built in a fraction of a DFA's time (which a
+        // batch run pays once per process) and nearly as fast to search
+        // texts this short.
+        let automaton = AhoCorasickBuilder::new()
+            .kind(Some(kind))
+            .match_kind(MatchKind::Standard)
+            .build(patterns)
+            .map_err(|e| PhraseError::Matcher(e.to_string()))?;
+        Ok(Matcher { owner, automaton })
+    }
+
+    /// The first word-bounded occurrence of every phrase in `lowered_text`.
+    fn scan(&self, lowered_text: &str) -> Vec<Hit> {
+        let mut hits = Vec::new();
+        if self.owner.is_empty() || !self.automaton.is_match(lowered_text) {
+            return hits;
+        }
+        let mut seen = vec![false; self.owner.len()];
+        for m in self.automaton.find_overlapping_iter(lowered_text) {
+            let p = m.pattern().as_usize();
+            if seen[p] || !bounded(lowered_text, m.start(), m.end()) {
+                continue;
+            }
+            seen[p] = true;
+            let (category, index) = self.owner[p];
+            hits.push(Hit {
+                category,
+                index,
+                start: m.start(),
+                end: m.end(),
+            });
+        }
+        hits.sort_by_key(|h| (h.category, h.index));
+        hits
+    }
 }
 
 impl Lexicon {
@@ -109,23 +169,34 @@ impl Lexicon {
     ) -> Result<Lexicon, PhraseError> {
         let mut phrases: [Vec<String>; 5] = Default::default();
         let mut lowered: [Vec<String>; 5] = Default::default();
-        let mut owner = Vec::new();
         for c in Category::ALL {
             let (p, l) = lines(c);
-            owner.extend((0..l.len()).map(|i| (c, i)));
             phrases[c.index()] = p;
             lowered[c.index()] = l;
         }
-        let matcher = AhoCorasickBuilder::new()
-            .kind(Some(AhoCorasickKind::DFA))
-            .match_kind(MatchKind::Standard)
-            .build(lowered.iter().flatten().map(String::as_str))
-            .map_err(|e| PhraseError::Matcher(e.to_string()))?;
+        let fields = Matcher::build(
+            &lowered,
+            &[
+                Category::Imperative,
+                Category::Promotion,
+                Category::Override,
+                Category::Concealment,
+            ],
+            // Every changed field is searched: the fastest search.
+            AhoCorasickKind::DFA,
+        )?;
+        // Searched only in sentences that name another tool: the quickest
+        // to build (a batch run builds it once per process).
+        let directives = Matcher::build(
+            &lowered,
+            &[Category::Directive],
+            AhoCorasickKind::ContiguousNFA,
+        )?;
         Ok(Lexicon {
             phrases,
             lowered,
-            owner,
-            matcher,
+            fields,
+            directives,
         })
     }
 
@@ -142,30 +213,16 @@ impl Lexicon {
         &self.lowered[category.index()][index]
     }
 
-    /// The first word-bounded occurrence of every phrase found in
-    /// `lowered_text` (already lowercased per C8), in pattern order.
+    /// The first word-bounded occurrence of every phrase of the field
+    /// lists (all but the directives) in `lowered_text` (already
+    /// lowercased per C8), in list and phrase order.
     pub fn scan(&self, lowered_text: &str) -> Vec<Hit> {
-        let mut hits = Vec::new();
-        if self.owner.is_empty() || !self.matcher.is_match(lowered_text) {
-            return hits;
-        }
-        let mut seen = vec![false; self.owner.len()];
-        for m in self.matcher.find_overlapping_iter(lowered_text) {
-            let p = m.pattern().as_usize();
-            if seen[p] || !bounded(lowered_text, m.start(), m.end()) {
-                continue;
-            }
-            seen[p] = true;
-            let (category, index) = self.owner[p];
-            hits.push(Hit {
-                category,
-                index,
-                start: m.start(),
-                end: m.end(),
-            });
-        }
-        hits.sort_by_key(|h| (h.category, h.index));
-        hits
+        self.fields.scan(lowered_text)
+    }
+
+    /// The same for the directives (R10), in phrase order.
+    pub fn scan_directives(&self, lowered_text: &str) -> Vec<Hit> {
+        self.directives.scan(lowered_text)
     }
 }
 
@@ -226,7 +283,7 @@ mod tests {
     fn scan_reports_the_first_bounded_occurrence() {
         let lexicon = Lexicon::v2();
         let text = "musty rooms. you must never tell";
-        let hits = lexicon.scan(text);
+        let hits = lexicon.scan_directives(text);
         let must = hits
             .iter()
             .find(|h| {

@@ -92,13 +92,24 @@ pub struct Hit {
 /// right as Go's `FindAll` does. Cheap byte tests skip patterns that cannot
 /// match, which matters because most strings hold none of them.
 pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
-    let has = |b: u8| s.as_bytes().contains(&b);
+    let bytes = s.as_bytes();
+    let has = |b: u8| memchr::memchr(b, bytes).is_some();
     let has_dot = has(b'.');
     let has_slash = has(b'/');
     if has_slash && s.contains("://") {
         push_all(&URL, s, PatternKind::Url, out);
     }
-    if has_slash {
+    // The Unix path pattern needs a `/` at the start or after one of its
+    // separators; most slashes in prose (`and/or`) have neither.
+    let path_possible = has_slash
+        && memchr::memchr_iter(b'/', bytes).any(|i| {
+            i == 0
+                || matches!(
+                    bytes[i - 1],
+                    b'\t' | b'\n' | 0x0C | b'\r' | b' ' | b'"' | b'\'' | b'=' | b'('
+                )
+        });
+    if path_possible {
         for m in UNIX_PATH.find_iter(s) {
             // Group 2 without a capture search: group 1 is either empty (the
             // `^` branch, so the match starts with the slash) or one ASCII
@@ -113,12 +124,40 @@ pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
     if s.contains(":\\") {
         push_all(&WINDOWS_PATH, s, PatternKind::WindowsPath, out);
     }
-    if has_dot && s.bytes().any(|b| b.is_ascii_digit()) {
+    // An IPv4 address has a digit right before a `.`; a domain has a `.`
+    // right before one of the listed top-level names (in any case, and
+    // under (?i) `k` also matches the Kelvin sign, whose UTF-8 starts with
+    // 0xE2). Most sentence-ending dots have neither.
+    let dots = || memchr::memchr_iter(b'.', bytes);
+    if has_dot && dots().any(|i| i > 0 && bytes[i - 1].is_ascii_digit()) {
         push_all(&IPV4, s, PatternKind::Ipv4, out);
     }
-    if has_dot {
+    if has_dot && dots().any(|i| domain_possible_after(&bytes[i + 1..])) {
         push_all(&DOMAIN, s, PatternKind::Domain, out);
     }
+}
+
+/// Whether the text after a `.` can begin one of R03's top-level names:
+/// `com net org io dev ai example localhost`, compared ignoring ASCII case;
+/// any non-ASCII byte is taken as possible (Unicode case folding, C7).
+fn domain_possible_after(rest: &[u8]) -> bool {
+    const TLDS: [&[u8]; 8] = [
+        b"com",
+        b"net",
+        b"org",
+        b"io",
+        b"dev",
+        b"ai",
+        b"example",
+        b"localhost",
+    ];
+    if rest.iter().take(9).any(|b| !b.is_ascii()) {
+        return true;
+    }
+    TLDS.iter().any(|t| {
+        rest.get(..t.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(t))
+    })
 }
 
 /// taxonomy-v2's R03 matches in `s` (`docs/taxonomy-v2.md` 4.3): v1's

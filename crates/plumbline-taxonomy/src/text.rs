@@ -38,7 +38,18 @@ pub fn lower(s: &str) -> String {
 /// The words of `s`: maximal runs of code points without the Unicode
 /// `White_Space` property (C10). U+200B is not white space.
 pub fn words(s: &str) -> impl Iterator<Item = &str> {
-    s.split(char::is_whitespace).filter(|w| !w.is_empty())
+    // ASCII text splits on bytes: its White_Space code points are exactly
+    // the ones `split_ascii_whitespace` splits on, but for VT (U+000B).
+    let ascii = s.is_ascii() && !s.as_bytes().contains(&0x0B);
+    let (fast, slow) = if ascii {
+        (Some(s.split_ascii_whitespace()), None)
+    } else {
+        (
+            None,
+            Some(s.split(char::is_whitespace).filter(|w| !w.is_empty())),
+        )
+    };
+    fast.into_iter().flatten().chain(slow.into_iter().flatten())
 }
 
 /// The R09 alnum-fold (C11): lowercase per C8, then keep only code points
@@ -96,14 +107,18 @@ impl WordDistance {
 
 /// Compares the words of `old` and `new`.
 pub fn word_distance(old: &str, new: &str) -> WordDistance {
-    // Intern words as integers so comparisons are cheap.
-    let mut ids: FxHashMap<&str, u32> = FxHashMap::default();
+    // Intern words as integers so comparisons are cheap; sized up front so
+    // the table never grows.
+    let old_words: Vec<&str> = words(old).collect();
+    let new_words: Vec<&str> = words(new).collect();
+    let mut ids: FxHashMap<&str, u32> =
+        FxHashMap::with_capacity_and_hasher(old_words.len() + new_words.len(), Default::default());
     let mut intern = |w| {
         let next = ids.len() as u32;
         *ids.entry(w).or_insert(next)
     };
-    let a: Vec<u32> = words(old).map(&mut intern).collect();
-    let b: Vec<u32> = words(new).map(&mut intern).collect();
+    let a: Vec<u32> = old_words.into_iter().map(&mut intern).collect();
+    let b: Vec<u32> = new_words.into_iter().map(&mut intern).collect();
     let denom = a.len().max(b.len());
     let edits = if denom == 0 {
         Some(0)

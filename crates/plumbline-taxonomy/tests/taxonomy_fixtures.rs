@@ -1,6 +1,8 @@
-//! The conformance suite of spec 6: every directory under
-//! `testdata/taxonomy/` is one named test. A failure prints the fixture's
-//! inputs, what it wants, what we got, and the evidence.
+//! The conformance suites: every directory under `testdata/taxonomy/`
+//! (taxonomy-v1, spec 6) is one named test `fixture::…`, and every one
+//! under `testdata/taxonomy-v2/` (docs/taxonomy-v2.md 8) one named test
+//! `v2::…`. A failure prints the fixture's inputs, what it wants, what we
+//! got, and the evidence.
 //!
 //! Fixtures are normative and written by hand from the spec; nothing here
 //! ever rewrites a `want.json`.
@@ -11,19 +13,31 @@ use std::path::{Path, PathBuf};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use plumbline_taxonomy::json::parse_tool;
-use plumbline_taxonomy::{Classifier, RuleId};
+use plumbline_taxonomy::{Classifier, Inventory, RuleId, Taxonomy};
 use serde_json::Value as Json;
 
-/// Each rule needs at least this many fixtures (spec 6).
+/// Each rule needs at least this many fixtures (spec 6; v2 8).
 const MIN_PER_RULE: usize = 5;
 
-fn fixture_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/taxonomy")
-}
+/// One suite: the test-name prefix, the directory, the taxonomy.
+const SUITES: [(&str, &str, Taxonomy); 2] = [
+    ("fixture", "testdata/taxonomy", Taxonomy::V1),
+    ("v2", "testdata/taxonomy-v2", Taxonomy::V2),
+];
 
 fn main() {
     let args = Arguments::from_args();
-    let root = fixture_root();
+    let mut trials: Vec<Trial> = Vec::new();
+    for (prefix, dir, taxonomy) in SUITES {
+        trials.extend(suite(prefix, dir, taxonomy));
+    }
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn suite(prefix: &'static str, dir: &str, taxonomy: Taxonomy) -> Vec<Trial> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(dir);
     let mut dirs: Vec<PathBuf> = fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("reading {}: {e}", root.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -31,7 +45,7 @@ fn main() {
         .collect();
     dirs.sort();
 
-    let classifier = Classifier::default();
+    let classifier = Classifier::for_taxonomy(taxonomy);
     let mut trials: Vec<Trial> = dirs
         .iter()
         .map(|dir| {
@@ -42,21 +56,30 @@ fn main() {
                 .into_owned();
             let dir = dir.clone();
             let classifier = classifier.clone();
-            Trial::test(format!("fixture::{name}"), move || {
+            Trial::test(format!("{prefix}::{name}"), move || {
                 run_fixture(&classifier, &dir)
             })
         })
         .collect();
+    // The v1 suite keeps its meta-test names.
+    let meta = if prefix == "fixture" {
+        "meta"
+    } else {
+        "meta_v2"
+    };
     let all = dirs.clone();
     trials.push(Trial::test(
-        "meta::every_rule_has_enough_fixtures",
-        move || count_per_rule(&all),
+        format!("{meta}::every_rule_has_enough_fixtures"),
+        move || count_per_rule(taxonomy, &all),
     ));
     let all = dirs;
     trials.push(Trial::test(
-        "meta::every_fixture_directory_is_well_formed",
+        format!("{meta}::every_fixture_directory_is_well_formed"),
         move || {
-            let problems: Vec<String> = all.iter().filter_map(|d| check_shape(d).err()).collect();
+            let problems: Vec<String> = all
+                .iter()
+                .filter_map(|d| check_shape(taxonomy, d).err())
+                .collect();
             if problems.is_empty() {
                 Ok(())
             } else {
@@ -64,12 +87,12 @@ fn main() {
             }
         },
     ));
-    libtest_mimic::run(&args, trials).exit();
+    trials
 }
 
-/// `R0N_NN_slug`: the rule, a two-digit sequence number, a lowercase slug.
-fn parse_name(name: &str) -> Result<RuleId, String> {
-    let bad = || format!("{name}: not named R0N_NN_slug");
+/// `RNN_NN_slug`: the rule, a two-digit sequence number, a lowercase slug.
+fn parse_name(taxonomy: Taxonomy, name: &str) -> Result<RuleId, String> {
+    let bad = || format!("{name}: not named RNN_NN_slug with a rule of {taxonomy}");
     let mut parts = name.splitn(3, '_');
     let (Some(rule), Some(seq), Some(slug)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(bad());
@@ -77,7 +100,7 @@ fn parse_name(name: &str) -> Result<RuleId, String> {
     let rule: RuleId = rule
         .parse()
         .ok()
-        .filter(|r: &RuleId| r.as_str() == rule)
+        .filter(|r: &RuleId| r.as_str() == rule && taxonomy.has(*r))
         .ok_or_else(bad)?;
     let slug_ok = !slug.is_empty()
         && slug
@@ -89,32 +112,64 @@ fn parse_name(name: &str) -> Result<RuleId, String> {
     Ok(rule)
 }
 
-/// The directory holds exactly `old.json`, `new.json` and `want.json`;
-/// both tools are JSON objects; `want.json` has a valid severity, sorted
-/// unique rules, a severity that is the max of its rules, and no keys
+/// The directory holds exactly `old.json`, `new.json` and `want.json`
+/// (and, for v2, optionally `inventory.json`); both tools are JSON
+/// objects; `want.json` has a valid severity, sorted unique rules of the
+/// suite's taxonomy, a severity that is the max of its rules, and no keys
 /// besides `severity`, `rules` and the optional hand-written `why`.
-fn check_shape(dir: &Path) -> Result<(), String> {
+fn check_shape(taxonomy: Taxonomy, dir: &Path) -> Result<(), String> {
     let name = dir
         .file_name()
         .unwrap_or_default()
         .to_string_lossy()
         .into_owned();
-    parse_name(&name)?;
+    parse_name(taxonomy, &name)?;
     let mut files: Vec<String> = fs::read_dir(dir)
         .map_err(|e| format!("{name}: {e}"))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
     files.sort();
-    if files != ["new.json", "old.json", "want.json"] {
+    let with_inventory = ["inventory.json", "new.json", "old.json", "want.json"];
+    let allowed = files == ["new.json", "old.json", "want.json"]
+        || (taxonomy == Taxonomy::V2 && files == with_inventory);
+    if !allowed {
         return Err(format!(
-            "{name}: holds {files:?}, want exactly new.json, old.json, want.json"
+            "{name}: holds {files:?}, want exactly new.json, old.json, want.json{}",
+            if taxonomy == Taxonomy::V2 {
+                " (and optionally inventory.json)"
+            } else {
+                ""
+            }
         ));
     }
+    read_inventory(dir)?;
     for f in ["old.json", "new.json"] {
         let bytes = fs::read(dir.join(f)).map_err(|e| format!("{name}/{f}: {e}"))?;
         parse_tool(&bytes).map_err(|e| format!("{name}/{f}: {e}"))?;
     }
-    read_want(dir).map(|_| ())
+    read_want(taxonomy, dir).map(|_| ())
+}
+
+/// `inventory.json`: `{"siblings": [...], "foreign": [...]}`; empty when
+/// absent.
+fn read_inventory(dir: &Path) -> Result<Inventory, String> {
+    let path = dir.join("inventory.json");
+    if !path.exists() {
+        return Ok(Inventory::empty());
+    }
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let json: BTreeMap<String, Vec<String>> =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(k) = json
+        .keys()
+        .find(|k| !["siblings", "foreign"].contains(&k.as_str()))
+    {
+        return Err(format!("{}: unexpected key {k:?}", path.display()));
+    }
+    let get = |k: &str| json.get(k).cloned().unwrap_or_default();
+    Ok(Inventory::empty()
+        .with_siblings(get("siblings"))
+        .with_foreign(get("foreign")))
 }
 
 struct Want {
@@ -123,7 +178,7 @@ struct Want {
     why: Option<String>,
 }
 
-fn read_want(dir: &Path) -> Result<Want, String> {
+fn read_want(taxonomy: Taxonomy, dir: &Path) -> Result<Want, String> {
     let name = dir
         .file_name()
         .unwrap_or_default()
@@ -153,7 +208,11 @@ fn read_want(dir: &Path) -> Result<Want, String> {
         .ok_or(format!("{name}/want.json: a rule is not a string"))?;
     let parsed: Vec<RuleId> = rules
         .iter()
-        .map(|r| r.parse().ok().filter(|p: &RuleId| p.as_str() == r))
+        .map(|r| {
+            r.parse()
+                .ok()
+                .filter(|p: &RuleId| p.as_str() == r && taxonomy.has(*p))
+        })
         .collect::<Option<_>>()
         .ok_or(format!("{name}/want.json: unknown rule in {rules:?}"))?;
     if parsed.windows(2).any(|w| w[0] >= w[1]) {
@@ -180,13 +239,15 @@ fn read_want(dir: &Path) -> Result<Want, String> {
 }
 
 fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
-    check_shape(dir)?;
+    let taxonomy = classifier.taxonomy();
+    check_shape(taxonomy, dir)?;
     let old_text = fs::read_to_string(dir.join("old.json"))?;
     let new_text = fs::read_to_string(dir.join("new.json"))?;
     let old = parse_tool(old_text.as_bytes())?;
     let new = parse_tool(new_text.as_bytes())?;
-    let want = read_want(dir)?;
-    let got = classifier.classify(&old, &new);
+    let want = read_want(taxonomy, dir)?;
+    let inventory = read_inventory(dir)?;
+    let got = classifier.classify_in(&old, &new, &inventory);
     let got_rules: Vec<&str> = got.rules.iter().map(|r| r.as_str()).collect();
     if got.severity.as_str() == want.severity && got_rules == want.rules {
         return Ok(());
@@ -204,19 +265,15 @@ fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
     .into())
 }
 
-fn count_per_rule(dirs: &[PathBuf]) -> Result<(), Failed> {
-    let mut counts: BTreeMap<RuleId, usize> = plumbline_taxonomy::Taxonomy::V1
-        .rules()
-        .iter()
-        .map(|r| (*r, 0))
-        .collect();
+fn count_per_rule(taxonomy: Taxonomy, dirs: &[PathBuf]) -> Result<(), Failed> {
+    let mut counts: BTreeMap<RuleId, usize> = taxonomy.rules().iter().map(|r| (*r, 0)).collect();
     for d in dirs {
         let name = d
             .file_name()
             .unwrap_or_default()
             .to_string_lossy()
             .into_owned();
-        let rule = parse_name(&name)?;
+        let rule = parse_name(taxonomy, &name)?;
         *counts.entry(rule).or_default() += 1;
     }
     let short: Vec<String> = counts

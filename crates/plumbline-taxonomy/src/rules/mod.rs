@@ -64,6 +64,9 @@ pub(crate) struct StringChange<'a> {
     pub human_readable: bool,
     old_scan: OnceCell<Scan>,
     new_scan: OnceCell<Scan>,
+    /// taxonomy-v2: the references of each side (R05 and R10 share them).
+    old_refs: OnceCell<Vec<references::Reference>>,
+    new_refs: OnceCell<Vec<references::Reference>>,
 }
 
 /// A text lowercased per C8 and the phrases found in it, computed once per
@@ -89,6 +92,16 @@ impl StringChange<'_> {
 
     pub fn new_scan(&self, phrases: Phrases<'_>) -> &Scan {
         self.new_scan.get_or_init(|| Scan::of(self.new, phrases))
+    }
+
+    pub fn old_refs(&self, ctx: &Context<'_>) -> &[references::Reference] {
+        self.old_refs
+            .get_or_init(|| references::references(ctx, self.old))
+    }
+
+    pub fn new_refs(&self, ctx: &Context<'_>) -> &[references::Reference] {
+        self.new_refs
+            .get_or_init(|| references::references(ctx, self.new))
     }
 }
 
@@ -133,6 +146,11 @@ pub(crate) struct Context<'a> {
     /// taxonomy-v2: what this tool calls itself (names and parameters),
     /// built on first use.
     own: OnceCell<references::OwnNames<'a>>,
+    /// taxonomy-v2: the required inputs gained and lost (R04 and R06).
+    required: OnceCell<r04_new_required_property::RequiredChange>,
+    /// The word distance of `/description` (R08, and R09 when R08 did not
+    /// fire), computed once.
+    description_distance: OnceCell<crate::text::WordDistance>,
 }
 
 impl<'a> Context<'a> {
@@ -172,6 +190,8 @@ impl<'a> Context<'a> {
                     human_readable: is_human_readable(path),
                     old_scan: OnceCell::new(),
                     new_scan: OnceCell::new(),
+                    old_refs: OnceCell::new(),
+                    new_refs: OnceCell::new(),
                 });
             });
         }
@@ -185,6 +205,8 @@ impl<'a> Context<'a> {
             changed_strings,
             added: false,
             own: OnceCell::new(),
+            required: OnceCell::new(),
+            description_distance: OnceCell::new(),
         }
     }
 
@@ -211,6 +233,19 @@ impl<'a> Context<'a> {
             Phrases::V1(_) => None,
             Phrases::V2(lexicon) => Some(lexicon),
         }
+    }
+
+    /// The word distance between the old and new `/description`, both
+    /// strings (the caller checked).
+    pub fn description_distance(&self, old: &str, new: &str) -> crate::text::WordDistance {
+        *self
+            .description_distance
+            .get_or_init(|| crate::text::word_distance(old, new))
+    }
+
+    pub fn required_change(&self) -> &r04_new_required_property::RequiredChange {
+        self.required
+            .get_or_init(|| r04_new_required_property::RequiredChange::of(self.old, self.new))
     }
 
     pub fn own_names(&self) -> &references::OwnNames<'a> {

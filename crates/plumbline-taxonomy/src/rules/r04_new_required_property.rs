@@ -113,18 +113,21 @@ pub(crate) fn is_documented(new: &Value, name: &Value) -> bool {
 }
 
 fn check_v2(ctx: &Context<'_>) -> Found {
-    let change = RequiredChange::of(ctx.old, ctx.new);
+    let change = ctx.required_change();
     if change.is_rename() {
         return Vec::new();
     }
     change
         .gained
-        .into_iter()
+        .iter()
         .filter(|(_, name, _)| !is_documented(ctx.new, name))
         .map(|(pointer, name, clauses)| Evidence {
             rule: RuleId::R04,
-            pointer,
-            detail: Detail::Required { name, clauses },
+            pointer: pointer.clone(),
+            detail: Detail::Required {
+                name: name.clone(),
+                clauses: clauses.clone(),
+            },
         })
         .collect()
 }

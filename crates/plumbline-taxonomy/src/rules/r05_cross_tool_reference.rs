@@ -96,24 +96,21 @@ fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
 fn check_v2(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
     for f in ctx.changed_fields() {
-        let new = super::references::references(ctx, f.new);
+        let new = f.new_refs(ctx);
         if new.is_empty() {
             continue;
         }
-        let old: HashSet<String> = super::references::references(ctx, f.old)
-            .into_iter()
-            .map(|r| r.name)
-            .collect();
+        let old: HashSet<&str> = f.old_refs(ctx).iter().map(|r| r.name.as_str()).collect();
         let mut seen = HashSet::new();
         for r in new {
-            if old.contains(&r.name) || !seen.insert(r.name.clone()) {
+            if old.contains(r.name.as_str()) || !seen.insert(r.name.as_str()) {
                 continue;
             }
             found.push(Evidence {
                 rule: RuleId::R05,
                 pointer: f.pointer(),
                 detail: Detail::ToolReference {
-                    tool: r.name,
+                    tool: r.name.clone(),
                     by: r.by,
                 },
             });

@@ -2,7 +2,7 @@
 #![doc = include_str!("r06_new_optional_property.md")]
 
 use super::r04_new_required_property::{
-    is_documented, is_required, newly_added_properties, required, RequiredChange,
+    is_documented, is_required, newly_added_properties, required,
 };
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
@@ -33,22 +33,22 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     // description says (the text rules read it), not as an unexplained
     // demand for data (R04).
     if ctx.is_v2() {
-        let change = RequiredChange::of(ctx.old, ctx.new);
+        let change = ctx.required_change();
         let rename = change.is_rename();
-        for (pointer, name, _) in change.gained {
+        for (pointer, name, _) in &change.gained {
             let detail = if rename {
                 Detail::RenamedRequired {
-                    name,
+                    name: name.clone(),
                     disappeared: change.disappeared,
                 }
-            } else if is_documented(ctx.new, &name) {
-                Detail::DocumentedRequired { name }
+            } else if is_documented(ctx.new, name) {
+                Detail::DocumentedRequired { name: name.clone() }
             } else {
                 continue;
             };
             found.push(Evidence {
                 rule: RuleId::R06,
-                pointer,
+                pointer: pointer.clone(),
                 detail,
             });
         }

@@ -5,7 +5,7 @@ use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
 use crate::json::Value;
 use crate::severity::RuleId;
-use crate::text::{word_distance, WordDistance};
+use crate::text::WordDistance;
 
 pub const DOC: &str = include_str!("r08_description_rewrite.md");
 
@@ -20,7 +20,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     if old == new {
         return Vec::new();
     }
-    let d = word_distance(old, new);
+    let d = ctx.description_distance(old, new);
     if !d.at_least_one_fifth() {
         return Vec::new();
     }

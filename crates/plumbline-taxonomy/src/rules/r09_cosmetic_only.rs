@@ -20,14 +20,24 @@ fn text_or_empty(v: Option<&Value>) -> Option<&str> {
 }
 
 /// Why `change` is cosmetic, or `None` when it is not (C19).
-fn cosmetic(change: &Change<'_>) -> Option<Detail> {
+fn cosmetic(ctx: &Context<'_>, change: &Change<'_>) -> Option<Detail> {
     if !is_human_readable(&change.path) {
         return None;
     }
     // A string on every side where the path exists; a missing side is "".
     let old = text_or_empty(change.old)?;
     let new = text_or_empty(change.new)?;
-    let d = word_distance(old, new);
+    // `/description` on both sides: the distance R08 already measured.
+    let description = matches!(
+        change.path.as_slice(),
+        [crate::fields::Seg::Key("description")]
+    ) && change.old.is_some()
+        && change.new.is_some();
+    let d = if description {
+        ctx.description_distance(old, new)
+    } else {
+        word_distance(old, new)
+    };
     if d.below_one_fifth() {
         return Some(Detail::Cosmetic {
             reason: CosmeticReason::SmallWordDistance,
@@ -46,7 +56,7 @@ fn cosmetic(change: &Change<'_>) -> Option<Detail> {
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = Vec::with_capacity(ctx.changes.len());
     for change in ctx.changes {
-        let Some(detail) = cosmetic(change) else {
+        let Some(detail) = cosmetic(ctx, change) else {
             return Vec::new();
         };
         found.push(Evidence {

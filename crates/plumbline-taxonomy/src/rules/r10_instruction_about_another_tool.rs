@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::references::{references, sentences, Reference};
+use super::references::{sentence_around, Reference};
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence};
 use crate::lexicon::{Category, Lexicon};
@@ -19,29 +19,26 @@ const SENTENCE_CHARS: usize = 200;
 /// and holds a directive (`directives-v2.txt`). The first such sentence
 /// and directive per tool.
 fn instructions(
-    ctx: &Context<'_>,
     lexicon: &Lexicon,
     text: &str,
+    refs: &[Reference],
 ) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
-    let refs: Vec<Reference> = references(ctx, text);
     if refs.is_empty() {
         return out;
     }
-    for sentence in sentences(text) {
-        let named: Vec<&Reference> = refs
-            .iter()
-            .filter(|r| sentence.start <= r.span.start && r.span.end <= sentence.end)
-            .collect();
-        if named.is_empty() {
-            continue;
+    // The sentences that name a tool, in text order, each once.
+    let mut named_sentences: Vec<(std::ops::Range<usize>, Vec<&Reference>)> = Vec::new();
+    for r in refs {
+        let sentence = sentence_around(text, &r.span);
+        match named_sentences.last_mut() {
+            Some((last, named)) if *last == sentence => named.push(r),
+            _ => named_sentences.push((sentence, vec![r])),
         }
+    }
+    for (sentence, named) in named_sentences {
         let lowered = lower(&text[sentence.clone()]);
-        let Some(hit) = lexicon
-            .scan(&lowered)
-            .into_iter()
-            .find(|h| h.category == Category::Directive)
-        else {
+        let Some(hit) = lexicon.scan_directives(&lowered).into_iter().next() else {
             continue;
         };
         let directive = lexicon.phrase(Category::Directive, hit.index).to_owned();
@@ -64,11 +61,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         return found;
     };
     for f in ctx.changed_fields() {
-        let new = instructions(ctx, lexicon, f.new);
+        let new = instructions(lexicon, f.new, f.new_refs(ctx));
         if new.is_empty() {
             continue;
         }
-        let old = instructions(ctx, lexicon, f.old);
+        let old = instructions(lexicon, f.old, f.old_refs(ctx));
         for (tool, (directive, sentence)) in new {
             if old.contains_key(&tool) {
                 continue;

@@ -18,23 +18,113 @@
 //! (another tool of the same listing), or a word inside an R03 match (a
 //! URL, path or domain).
 
-use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::LazyLock;
 
-use regex::Regex;
+use rustc_hash::FxHashSet;
 
 use super::Context;
 use crate::evidence::ReferenceBy;
 use crate::json::Value;
 use crate::patterns::r03_hits_v2;
 
-/// A word that may name a tool: identifier characters, optionally joined
-/// by `.`, `/` or `-` to more of them.
-static WORD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[A-Za-z_][A-Za-z0-9_]*(?:[./-][A-Za-z0-9_]+)*")
-        .unwrap_or_else(|e| panic!("the reference word pattern: {e}"))
-});
+/// The words that may name a tool, as byte ranges: the leftmost-first,
+/// non-overlapping matches of `[A-Za-z_][A-Za-z0-9_]*(?:[./-][A-Za-z0-9_]+)*`
+/// (`docs/taxonomy-v2.md` 2.7 item 2), scanned by hand: a regex engine
+/// costs more than the whole rest of the rule on real descriptions.
+#[cfg(test)]
+fn words(text: &str) -> impl Iterator<Item = Range<usize>> + '_ {
+    words_shaped(text).map(|(span, _)| span)
+}
+
+/// Byte classes for the word scanner, one table lookup per byte.
+const WORD: u8 = 1; // [A-Za-z0-9_]
+const START: u8 = 2; // [A-Za-z_]
+const LOWER: u8 = 4; // [a-z]
+const UPPER: u8 = 8; // [A-Z]
+const ALNUM: u8 = 16; // [A-Za-z0-9]
+const SEP: u8 = 32; // [./-]
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        let mut k = 0;
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            k |= WORD;
+        }
+        if b.is_ascii_alphabetic() || b == b'_' {
+            k |= START;
+        }
+        if b.is_ascii_lowercase() {
+            k |= LOWER;
+        }
+        if b.is_ascii_uppercase() {
+            k |= UPPER;
+        }
+        if b.is_ascii_alphanumeric() {
+            k |= ALNUM;
+        }
+        if b == b'.' || b == b'/' || b == b'-' {
+            k |= SEP;
+        }
+        t[c] = k;
+        c += 1;
+    }
+    t
+};
+
+/// [`words`], each with whether it is identifier-shaped
+/// ([`is_identifier_shaped`]), found in the same pass.
+fn words_shaped(text: &str) -> impl Iterator<Item = (Range<usize>, bool)> + '_ {
+    let b = text.as_bytes();
+    let class = |i: usize| CLASS[usize::from(b[i])];
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < b.len() && class(i) & START == 0 {
+            i += 1;
+        }
+        if i >= b.len() {
+            return None;
+        }
+        let start = i;
+        let mut shaped = false;
+        // One part: a run of word characters, its shape found on the way
+        // (a `_` between alphanumerics, or camelCase from a lower-case
+        // first letter).
+        let mut part = |i: &mut usize| {
+            let lower_first = class(*i) & LOWER != 0;
+            let mut prev = 0u8;
+            while *i < b.len() {
+                let k = class(*i);
+                if k & WORD == 0 {
+                    break;
+                }
+                // `_` after an alphanumeric, then an alphanumeric; or a
+                // lower-case letter, then an upper-case one. The rare byte
+                // is tested first.
+                if b[*i] == b'_'
+                    && prev & ALNUM != 0
+                    && *i + 1 < b.len()
+                    && class(*i + 1) & ALNUM != 0
+                {
+                    shaped = true;
+                }
+                if k & UPPER != 0 && prev & LOWER != 0 && lower_first {
+                    shaped = true;
+                }
+                prev = k;
+                *i += 1;
+            }
+        };
+        part(&mut i);
+        while i + 1 < b.len() && class(i) & SEP != 0 && class(i + 1) & WORD != 0 {
+            i += 1;
+            part(&mut i);
+        }
+        Some((start..i, shaped))
+    })
+}
 
 /// Words before a name that treat it as a tool (after skipping `the`, `a`,
 /// `an`).
@@ -69,10 +159,10 @@ const AFTER_IS: [&str; 5] = ["invoked", "called", "used", "executed", "run"];
 /// any depth of `inputSchema` and `outputSchema`, and every string of an
 /// `enum` or `const` there).
 pub(crate) struct OwnNames<'a> {
-    names: HashSet<&'a str>,
+    names: FxHashSet<&'a str>,
 }
 
-fn schema_vocabulary<'a>(v: &'a Value, names: &mut HashSet<&'a str>, depth: usize) {
+fn schema_vocabulary<'a>(v: &'a Value, names: &mut FxHashSet<&'a str>, depth: usize) {
     // Bounded like the parser; a schema is far shallower.
     if depth > crate::json::MAX_DEPTH {
         return;
@@ -106,7 +196,7 @@ fn schema_vocabulary<'a>(v: &'a Value, names: &mut HashSet<&'a str>, depth: usiz
 
 impl<'a> OwnNames<'a> {
     pub fn of(old: &'a Value, new: &'a Value) -> OwnNames<'a> {
-        let mut names = HashSet::new();
+        let mut names = FxHashSet::default();
         for tool in [old, new] {
             if let Some(name) = tool.get("name").and_then(Value::as_str) {
                 names.insert(name);
@@ -139,6 +229,7 @@ pub(crate) struct Reference {
 /// a lower-case ASCII letter followed by an upper-case one (`sendEmail`;
 /// not `MongoDB` or `GitHub`, which are names of products). A word joined
 /// by `.`, `/` or `-` is one when any part is.
+#[cfg(test)]
 pub(crate) fn is_identifier_shaped(word: &str) -> bool {
     word.split(['.', '/', '-']).any(|part| {
         let b = part.as_bytes();
@@ -172,25 +263,30 @@ fn is_wrapper(c: char) -> bool {
     )
 }
 
-/// The words before `at`, nearest first, lowercased, without wrappers.
-fn words_before(text: &str, at: usize) -> impl Iterator<Item = String> + '_ {
+/// The words before `at`, nearest first, without wrappers (compared
+/// ignoring ASCII case).
+fn words_before(text: &str, at: usize) -> impl Iterator<Item = &str> + '_ {
     text[..at]
         .rsplit(char::is_whitespace)
-        .map(|w| w.trim_matches(is_wrapper).to_ascii_lowercase())
+        .map(|w| w.trim_matches(is_wrapper))
         .filter(|w| !w.is_empty())
 }
 
-/// The words after `at`, nearest first, lowercased, without wrappers and
-/// trailing punctuation.
-fn words_after(text: &str, at: usize) -> impl Iterator<Item = String> + '_ {
+/// The words after `at`, nearest first, without wrappers and trailing
+/// punctuation (compared ignoring ASCII case).
+fn words_after(text: &str, at: usize) -> impl Iterator<Item = &str> + '_ {
     text[at..]
         .split(char::is_whitespace)
         .map(|w| {
             w.trim_matches(is_wrapper)
                 .trim_end_matches([',', '.', ';', ':', '!', '?'])
-                .to_ascii_lowercase()
         })
         .filter(|w| !w.is_empty())
+}
+
+/// Whether `word` is one of `list`, ignoring ASCII case.
+fn one_of(word: &str, list: &[&str]) -> bool {
+    list.iter().any(|l| l.eq_ignore_ascii_case(word))
 }
 
 /// Whether the text around `span` treats the word there as a tool.
@@ -198,19 +294,34 @@ fn in_tool_context(text: &str, span: &Range<usize>) -> bool {
     if text[span.end..].starts_with('(') {
         return true;
     }
-    let mut before =
-        words_before(text, span.start).skip_while(|w| matches!(w.as_str(), "the" | "a" | "an"));
-    if before.next().is_some_and(|w| BEFORE.contains(&w.as_str())) {
+    let mut before = words_before(text, span.start).skip_while(|w| one_of(w, &["the", "a", "an"]));
+    if before.next().is_some_and(|w| one_of(w, &BEFORE)) {
         return true;
     }
     let mut after = words_after(text, span.end);
     match after.next() {
-        Some(w) if AFTER.contains(&w.as_str()) => true,
-        Some(w) if matches!(w.as_str(), "is" | "was" | "gets" | "get") => {
-            after.next().is_some_and(|w| AFTER_IS.contains(&w.as_str()))
+        Some(w) if one_of(w, &AFTER) => true,
+        Some(w) if one_of(w, &["is", "was", "gets", "get"]) => {
+            after.next().is_some_and(|w| one_of(w, &AFTER_IS))
         }
         _ => false,
     }
+}
+
+/// Whether a lower-case ASCII letter is followed by an upper-case one,
+/// without early exit so that it vectorises.
+fn has_camel(bytes: &[u8]) -> bool {
+    bytes.chunks(64).any(|chunk| {
+        chunk.windows(2).fold(false, |seen, w| {
+            seen | (w[0].is_ascii_lowercase() & w[1].is_ascii_uppercase())
+        })
+    }) || bytes
+        .chunks(64)
+        .zip(bytes.chunks(64).skip(1))
+        .any(|(a, b)| {
+            a.last().is_some_and(u8::is_ascii_lowercase)
+                && b.first().is_some_and(u8::is_ascii_uppercase)
+        })
 }
 
 /// Every place in `text` that names another tool, in text order.
@@ -230,40 +341,34 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
         });
         i = end.max(at + 1);
     }
-    // Most texts name nothing: a cheap test before the word scan.
+    // Most texts name nothing: without foreign names, only an identifier
+    // can be a reference, and one needs a `_` or a lower-case letter
+    // followed by an upper-case one.
     let foreign_possible = ctx.inventory.foreign().next().is_some();
-    if !foreign_possible && !bytes.iter().any(|b| *b == b'_' || b.is_ascii_uppercase()) {
+    if !foreign_possible && memchr::memchr(b'_', bytes).is_none() && !has_camel(bytes) {
         return out;
     }
-    let own = ctx.own_names();
     let mut excluded: Option<Vec<Range<usize>>> = None;
-    for m in WORD.find_iter(text) {
-        let word = m.as_str();
-        // A word continuing a longer one (`x.y` cut at a non-word) is not
-        // a name of its own.
-        let before = text[..m.start()].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@')) {
+    for (span, shaped) in words_shaped(text) {
+        // The cheap tests first: most words are neither shaped nor foreign.
+        if !shaped && !foreign_possible {
             continue;
         }
+        let word = &text[span.clone()];
         let last = last_part(word);
-        // `firecrawl_research_*` names the siblings that start so.
-        let glob = text[m.end()..].starts_with('*');
-        if glob && ctx.inventory.has_sibling_starting_with(word) {
-            continue;
-        }
-        if own.contains(word)
-            || own.contains(last)
-            || is_sibling(ctx, word)
-            || is_sibling(ctx, last)
-        {
-            continue;
-        }
-        let shaped = is_identifier_shaped(word);
-        let foreign = ctx.inventory.is_foreign(word) || ctx.inventory.is_foreign(last);
+        let foreign =
+            foreign_possible && (ctx.inventory.is_foreign(word) || ctx.inventory.is_foreign(last));
         if !shaped && !foreign {
             continue;
         }
-        let span = m.range();
+        // A word continuing a longer one (`x.y` cut at a non-word) is not
+        // a name of its own.
+        let before = text[..span.start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@')) {
+            continue;
+        }
+        // The context next (cheap, and most identifiers in prose are
+        // inputs mentioned without it), then what the tool calls itself.
         let by = if foreign {
             if !shaped && !in_tool_context(text, &span) {
                 continue;
@@ -275,6 +380,30 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
             }
             ReferenceBy::Form
         };
+        // `firecrawl_research_*` names the siblings that start so.
+        let glob = text[span.end..].starts_with('*');
+        if glob && ctx.inventory.has_sibling_starting_with(word) {
+            continue;
+        }
+        let own = ctx.own_names();
+        if own.contains(word)
+            || own.contains(last)
+            || is_sibling(ctx, word)
+            || is_sibling(ctx, last)
+        {
+            continue;
+        }
+        // Every R03 match needs a `/`, a `\` or a `.`: a word without a
+        // `.` in a text with neither slash cannot lie inside one.
+        let inside_possible = word.contains('.') || bytes.contains(&b'/') || bytes.contains(&b'\\');
+        if !inside_possible {
+            out.push(Reference {
+                name: word.to_owned(),
+                by,
+                span,
+            });
+            continue;
+        }
         let excluded = excluded.get_or_insert_with(|| {
             let mut hits = Vec::new();
             r03_hits_v2(text, &mut hits);
@@ -296,14 +425,57 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
     out
 }
 
+/// The first ASCII-case-insensitive occurrence of `needle` (which starts
+/// with a letter) in `haystack`: a vectorised search for its first letter
+/// in either case, then a comparison.
 fn find_ascii_ci(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|w| w.eq_ignore_ascii_case(needle))
+    let first = needle.first()?;
+    memchr::memchr2_iter(
+        first.to_ascii_lowercase(),
+        first.to_ascii_uppercase(),
+        haystack,
+    )
+    .find(|&at| {
+        haystack
+            .get(at..at + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(needle))
+    })
+}
+
+/// Whether a sentence ends after the character `c` at byte `i` of `text`
+/// (2.8): a line break, or `.`, `!` or `?` followed by white space or the
+/// end.
+fn ends_sentence(text: &str, i: usize, c: char) -> bool {
+    match c {
+        '\n' | '\r' => true,
+        '.' | '!' | '?' => text[i + c.len_utf8()..]
+            .chars()
+            .next()
+            .is_none_or(char::is_whitespace),
+        _ => false,
+    }
+}
+
+/// The sentence of `text` (2.8) that holds `span`, found by looking only
+/// around it: the same range [`sentences`] would give, at a cost that
+/// follows the sentence, not the text.
+pub(crate) fn sentence_around(text: &str, span: &Range<usize>) -> Range<usize> {
+    let start = text[..span.start]
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| ends_sentence(text, i, c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let end = text[span.start..]
+        .char_indices()
+        .map(|(i, c)| (span.start + i, c))
+        .find(|&(i, c)| i + c.len_utf8() >= span.end && ends_sentence(text, i, c))
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    start..end
 }
 
 /// The sentences of `text` as byte ranges: split after `.`, `!` or `?`
 /// followed by white space, and at line breaks.
+#[cfg(test)]
 pub(crate) fn sentences(text: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -354,6 +526,54 @@ mod tests {
             "MongoDB",
         ] {
             assert!(!is_identifier_shaped(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn words_follow_the_pattern_leftmost_first() {
+        let t = "9ab use mail.send_email, x-y- z/_q. a..b _x_";
+        let got: Vec<&str> = words(t).map(|r| &t[r]).collect();
+        assert_eq!(
+            got,
+            [
+                "ab",
+                "use",
+                "mail.send_email",
+                "x-y",
+                "z/_q",
+                "a",
+                "b",
+                "_x_"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_scanner_agrees_with_the_shape_test() {
+        let t = "send_email sendEmail MongoDB mail.send_email x-y_z a_ _b plain e.g";
+        for (span, shaped) in words_shaped(t) {
+            assert_eq!(
+                shaped,
+                is_identifier_shaped(&t[span.clone()]),
+                "{}",
+                &t[span]
+            );
+        }
+    }
+
+    #[test]
+    fn a_sentence_around_a_span_is_the_sentence_that_holds_it() {
+        let t = "Call x_y first. Then mcp://a/b. stop!\nNew line? yes mail.send_email works";
+        for (needle, want) in [
+            ("x_y", "Call x_y first."),
+            ("mcp://a/b.", " Then mcp://a/b."),
+            ("mail.send_email", " yes mail.send_email works"),
+        ] {
+            let at = t.find(needle).unwrap();
+            let span = at..at + needle.len();
+            let got = sentence_around(t, &span);
+            assert_eq!(&t[got.clone()], want);
+            assert!(sentences(t).contains(&got), "{needle}");
         }
     }
 
