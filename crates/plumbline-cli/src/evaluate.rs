@@ -67,7 +67,13 @@ fn share(n: usize, of: usize) -> String {
     if of == 0 {
         return "-".to_owned();
     }
-    format!("{n} of {of} ({:.1}%)", n as f64 * 100.0 / of as f64)
+    let percent = n as f64 * 100.0 / of as f64;
+    // Two decimals where one would round a small share to nothing.
+    if percent > 0.0 && percent < 1.0 {
+        format!("{n} of {of} ({percent:.2}%)")
+    } else {
+        format!("{n} of {of} ({percent:.1}%)")
+    }
 }
 
 fn row(out: &mut impl Write, g: &GroupScore) -> io::Result<()> {

@@ -2,7 +2,10 @@
 //! worst case of two 1 MiB descriptions.
 //!
 //! Report figures as ratios to a baseline measured in the same run:
-//! `classify_corpus/classify` ÷ `classify_corpus/parse_only`.
+//! `classify_corpus/classify` ÷ `classify_corpus/parse_only`, and
+//! `classify_corpus/classify_preparsed_v2` ÷ `classify_preparsed` (the
+//! cost of taxonomy-v2 against v1; target at most 1.2). The instruction
+//! counts of the whole `classify --jsonl -` are `scripts/bench-classify`'s.
 
 use std::hint::black_box;
 
@@ -58,6 +61,14 @@ fn bench_corpus(c: &mut Criterion) {
         b.iter(|| {
             for (o, n) in &parsed {
                 black_box(classifier.classify(o, n));
+            }
+        })
+    });
+    let v2 = Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V2);
+    g.bench_function("classify_preparsed_v2", |b| {
+        b.iter(|| {
+            for (o, n) in &parsed {
+                black_box(v2.classify(o, n));
             }
         })
     });

@@ -97,7 +97,7 @@ impl Classifier {
             Taxonomy::V1 => Classifier::default(),
             Taxonomy::V2 => Classifier {
                 taxonomy,
-                phrases: PhraseList::imperatives_v1(),
+                phrases: PhraseList::empty(),
                 lexicon: Some(Arc::new(Lexicon::v2())),
             },
         }
@@ -110,7 +110,7 @@ impl Classifier {
             Taxonomy::V1 => Classifier::new(PhraseList::parse(text)?),
             Taxonomy::V2 => Classifier {
                 taxonomy,
-                phrases: PhraseList::imperatives_v1(),
+                phrases: PhraseList::empty(),
                 lexicon: Some(Arc::new(Lexicon::v2_with_imperatives(text)?)),
             },
         })
@@ -120,7 +120,8 @@ impl Classifier {
         self.taxonomy
     }
 
-    /// taxonomy-v1's R02 list.
+    /// taxonomy-v1's R02 list (empty under taxonomy-v2, whose lists are
+    /// its lexicon's).
     pub fn phrases(&self) -> &PhraseList {
         &self.phrases
     }

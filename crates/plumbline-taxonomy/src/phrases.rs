@@ -78,6 +78,12 @@ impl PhraseList {
         })
     }
 
+    /// A list without phrases.
+    pub fn empty() -> PhraseList {
+        // Six fixed phrases: cannot fail.
+        PhraseList::parse("").unwrap_or_else(|e| panic!("an empty phrase list: {e}"))
+    }
+
     /// The built-in list, `taxonomy/imperatives-v1.txt`.
     pub fn imperatives_v1() -> PhraseList {
         // A constant list; a unit test parses it.

@@ -63,3 +63,61 @@ fn the_v1_minimum_alone_gives_the_recorded_baseline() {
     assert_eq!(attacks.count_at_least(Severity::High), 71);
     assert_eq!(benign.count_at_least(Severity::Critical), 2);
 }
+
+/// taxonomy-v2's targets (docs/taxonomy-v2.md 9), held on the labelled
+/// corpora of `testdata/corpus/evaluation/`: at least 95% of the attacks of
+/// each half graded HIGH or above, every attack v1 grades HIGH or above
+/// still so, and at most 10% of the benign release changes graded HIGH or
+/// above and 0.5% CRITICAL.
+#[test]
+fn taxonomy_v2_meets_its_targets_on_both_halves() {
+    use plumbline_taxonomy::corpus::{evaluate, parse_labelled, Label, LabelledPair};
+    use plumbline_taxonomy::Taxonomy;
+
+    let read = |name: &str| -> Vec<LabelledPair> {
+        corpus(&format!("evaluation/{name}.jsonl"))
+            .lines()
+            .map(|l| parse_labelled(l).expect("labelled pair"))
+            .collect()
+    };
+    let (a, b, real) = (read("attacks-a"), read("attacks-b"), read("real"));
+    assert_eq!((a.len(), b.len(), real.len()), (40, 69, 1111));
+    let v1 = Classifier::for_taxonomy(Taxonomy::V1);
+    let v2 = Classifier::for_taxonomy(Taxonomy::V2);
+    let all = || a.iter().chain(&b).chain(&real).map(|p| (p, "corpus"));
+    let e = evaluate(&v2, all());
+    for group in ["attacks-a", "attacks-b"] {
+        let g = e
+            .groups
+            .iter()
+            .find(|g| g.group == group && g.label == Some(Label::Attack))
+            .expect(group);
+        assert!(
+            g.at_least_high * 100 >= g.pairs * 95,
+            "{group}: {} of {} at HIGH or above",
+            g.at_least_high,
+            g.pairs
+        );
+    }
+    assert!(
+        e.benign.at_least_high * 10 <= e.benign.pairs,
+        "benign at HIGH or above: {} of {}",
+        e.benign.at_least_high,
+        e.benign.pairs
+    );
+    assert!(
+        e.benign.critical * 200 <= e.benign.pairs,
+        "benign CRITICAL: {} of {}",
+        e.benign.critical,
+        e.benign.pairs
+    );
+    for p in a.iter().chain(&b) {
+        let before = v1.classify_in(&p.old, &p.new, &p.inventory).severity;
+        let after = v2.classify_in(&p.old, &p.new, &p.inventory).severity;
+        assert!(
+            before < Severity::High || after >= Severity::High,
+            "{}: {before} under v1, {after} under v2",
+            p.id
+        );
+    }
+}

@@ -308,6 +308,45 @@ fn in_tool_context(text: &str, span: &Range<usize>) -> bool {
     }
 }
 
+/// The identifier-shaped words of `text` only, as [`words_shaped`] finds
+/// them, found from the places a shape can start: every `_`, and every
+/// upper-case letter after a lower-case one. Only the runs of word and
+/// separator bytes around them are segmented, so the cost follows the
+/// identifiers, not the text.
+fn shaped_words(text: &str) -> Vec<Range<usize>> {
+    let b = text.as_bytes();
+    let in_run = |c: u8| CLASS[usize::from(c)] & (WORD | SEP) != 0;
+    let mut marks: Vec<usize> = memchr::memchr_iter(b'_', b).collect();
+    marks.extend(
+        (1..b.len()).filter(|&i| b[i].is_ascii_uppercase() && b[i - 1].is_ascii_lowercase()),
+    );
+    marks.sort_unstable();
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut done = 0; // runs before this byte were segmented
+    for m in marks {
+        if m < done {
+            continue;
+        }
+        // The run of word and separator bytes around the mark. A word never
+        // spans two runs, and segmentation restarts at each run's start.
+        let start = b[..m]
+            .iter()
+            .rposition(|&c| !in_run(c))
+            .map_or(0, |p| p + 1);
+        let end = b[m..]
+            .iter()
+            .position(|&c| !in_run(c))
+            .map_or(b.len(), |p| m + p);
+        for (span, shaped) in words_shaped(&text[start..end]) {
+            if shaped {
+                out.push(start + span.start..start + span.end);
+            }
+        }
+        done = end;
+    }
+    out
+}
+
 /// Whether a lower-case ASCII letter is followed by an upper-case one,
 /// without early exit so that it vectorises.
 fn has_camel(bytes: &[u8]) -> bool {
@@ -349,7 +388,14 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
         return out;
     }
     let mut excluded: Option<Vec<Range<usize>>> = None;
-    for (span, shaped) in words_shaped(text) {
+    // Without foreign names only identifier-shaped words can be references:
+    // find just those.
+    let candidates: Box<dyn Iterator<Item = (Range<usize>, bool)>> = if foreign_possible {
+        Box::new(words_shaped(text))
+    } else {
+        Box::new(shaped_words(text).into_iter().map(|span| (span, true)))
+    };
+    for (span, shaped) in candidates {
         // The cheap tests first: most words are neither shaped nor foreign.
         if !shaped && !foreign_possible {
             continue;
@@ -546,6 +592,19 @@ mod tests {
                 "_x_"
             ]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn shaped_words_are_the_shaped_ones_of_the_full_scan(
+            t in "[a-zA-Z0-9_./\\- ()é`]{0,40}"
+        ) {
+            let full: Vec<Range<usize>> = words_shaped(&t)
+                .filter(|(_, shaped)| *shaped)
+                .map(|(span, _)| span)
+                .collect();
+            proptest::prop_assert_eq!(shaped_words(&t), full);
+        }
     }
 
     #[test]
