@@ -121,8 +121,12 @@ impl Alert {
         match self.kind {
             AlertKind::Drift => {
                 let rules: Vec<&str> = self.rules.iter().map(|r| r.as_str()).collect();
+                let graded = match self.taxonomy {
+                    Some(t) => format!(" under {t}"),
+                    None => String::new(),
+                };
                 format!(
-                    "{}: {} {} {} ({})",
+                    "{}: {} {} {} ({}){graded}",
                     self.server,
                     self.tool.as_deref().unwrap_or("?"),
                     self.change.as_deref().unwrap_or("changed"),

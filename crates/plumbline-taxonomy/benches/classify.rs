@@ -84,6 +84,47 @@ fn bench_corpus(c: &mut Criterion) {
     g.finish();
 }
 
+/// The `classify --jsonl` path without its I/O: each corpus line parsed
+/// (our reader, as the CLI does) and classified, against only parsing each
+/// line with serde_json into a `Value` (target: at most 1.5x).
+fn bench_jsonl(c: &mut Criterion) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/corpus/real-pairs.jsonl"
+    );
+    let text = std::fs::read_to_string(path).expect("testdata/corpus/real-pairs.jsonl");
+    let lines: Vec<&str> = text.lines().collect();
+    let mut g = c.benchmark_group("jsonl");
+    g.throughput(Throughput::Elements(lines.len() as u64));
+    g.bench_function("serde_value_per_line", |b| {
+        b.iter(|| {
+            for line in &lines {
+                let v: serde_json::Value = serde_json::from_str(line).expect("json");
+                black_box(v);
+            }
+        })
+    });
+    for taxonomy in plumbline_taxonomy::Taxonomy::ALL {
+        let classifier = Classifier::for_taxonomy(taxonomy);
+        g.bench_function(format!("classify_per_line_{}", taxonomy.short()), |b| {
+            b.iter(|| {
+                for line in &lines {
+                    let record = plumbline_taxonomy::json::parse_with_depth(
+                        line.as_bytes(),
+                        plumbline_taxonomy::json::MAX_DEPTH + 1,
+                    )
+                    .expect("record");
+                    let (Some(old), Some(new)) = (record.get("old"), record.get("new")) else {
+                        panic!("a pair");
+                    };
+                    black_box(classifier.classify(old, new));
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
 /// Words as they occur in real tool descriptions.
 fn vocabulary() -> Vec<String> {
     let path = concat!(
@@ -159,5 +200,5 @@ fn bench_worst_case(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_corpus, bench_worst_case);
+criterion_group!(benches, bench_corpus, bench_jsonl, bench_worst_case);
 criterion_main!(benches);
