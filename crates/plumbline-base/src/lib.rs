@@ -1,12 +1,19 @@
-//! What every Plumbline crate needs and none of them owns. Pure functions
-//! over text: no I/O, no dependencies.
+//! What every Plumbline crate needs and none of them owns: the MCP client,
+//! the store and the classifier all read tool JSON and show server text.
+//! Pure functions over bytes and text: no I/O.
 //!
+//! - [`json`]: the strict JSON reader with taxonomy-v1's input rules
+//!   (C1–C3), and [`pointer`]: RFC 6901 pointers (C4).
+//! - [`sanitize`]: making server text safe for a terminal.
 //! - [`redact`]: keeping credentials out of what Plumbline writes (URLs
 //!   with user information or keys in their query, secret-looking command
 //!   arguments, values expanded from `${VAR}`).
 //! - [`error_chain`]: an error with its causes, redacted.
 
+pub mod json;
+pub mod pointer;
 pub mod redact;
+pub mod sanitize;
 
 /// An error and its causes, `: `-joined ("error sending request" alone
 /// hides "connection refused"), with every URL in it redacted: a

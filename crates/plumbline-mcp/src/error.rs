@@ -106,7 +106,7 @@ impl std::error::Error for ListError {
 pub(crate) fn excerpt(bytes: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max * 4)]);
     let cut: String = text.chars().take(max).collect();
-    let mut out = plumbline_taxonomy::sanitize::for_terminal(&cut, false);
+    let mut out = plumbline_base::sanitize::for_terminal(&cut, false);
     if cut.len() < text.len() || bytes.len() > max * 4 {
         out.push('…');
     }

@@ -305,7 +305,7 @@ fn answered(method: &'static str, reply: Reply) -> Result<Box<RawValue>, ListErr
         ListErrorKind::Server {
             method,
             code: e.code,
-            message: plumbline_taxonomy::sanitize::for_terminal(&e.message, false),
+            message: plumbline_base::sanitize::for_terminal(&e.message, false),
         }
         .into()
     })
@@ -444,7 +444,7 @@ fn inspect(raw_tools: Vec<Box<RawValue>>) -> (Vec<ListedTool>, Vec<ListingProble
     let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (position, raw) in raw_tools.into_iter().enumerate() {
         let bytes = raw.get().as_bytes().to_vec();
-        let name = match plumbline_taxonomy::json::parse_tool(&bytes) {
+        let name = match plumbline_base::json::parse_tool(&bytes) {
             Ok(tool) => match tool.get("name").and_then(|n| n.as_str()) {
                 Some(n) => Some(n.to_owned()),
                 None => {

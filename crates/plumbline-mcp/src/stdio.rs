@@ -213,7 +213,7 @@ impl StdioTransport {
             out.push_str(&format!("[{} earlier bytes not kept]\n", tail.dropped));
         }
         for line in text.lines() {
-            out.push_str(&plumbline_taxonomy::sanitize::for_terminal(line, false));
+            out.push_str(&plumbline_base::sanitize::for_terminal(line, false));
             out.push('\n');
         }
         Some(out)

@@ -1476,7 +1476,7 @@ mod tests {
             tools: tools
                 .iter()
                 .map(|raw| crate::RawTool {
-                    name: plumbline_taxonomy::json::parse_tool(raw.as_bytes())
+                    name: plumbline_base::json::parse_tool(raw.as_bytes())
                         .ok()
                         .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned)),
                     raw: raw.as_bytes().to_vec(),

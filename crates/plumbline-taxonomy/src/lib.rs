@@ -25,13 +25,16 @@ pub mod diff;
 pub mod evidence;
 pub mod fields;
 pub mod inventory;
-pub mod json;
+/// The strict JSON reader (C1–C3), from `plumbline-base`.
+pub use plumbline_base::json;
 pub mod lexicon;
 pub mod patterns;
 pub mod phrases;
-pub mod pointer;
+/// RFC 6901 pointers (C4), from `plumbline-base`.
+pub use plumbline_base::pointer;
 pub mod rules;
-pub mod sanitize;
+/// Server text made safe for a terminal, from `plumbline-base`.
+pub use plumbline_base::sanitize;
 pub mod severity;
 pub mod taxonomy;
 pub mod text;

@@ -24,7 +24,7 @@ pub fn fifty_tools() -> Vec<RawTool> {
 
 /// The `name` member of a tool, as the MCP client would read it.
 pub fn tool_name(raw: &[u8]) -> Option<String> {
-    let value = plumbline_taxonomy::json::parse_tool(raw).ok()?;
+    let value = plumbline_base::json::parse_tool(raw).ok()?;
     value.get("name")?.as_str().map(str::to_owned)
 }
 
