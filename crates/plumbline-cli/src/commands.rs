@@ -8,14 +8,15 @@ use plumbline_mcp::Limits;
 use plumbline_store::{ObservationId, SqliteStore, Store};
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::sanitize::for_terminal;
-use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
+use plumbline_taxonomy::{Severity, Taxonomy};
 use serde::Serialize;
 
 use crate::cli::{DiffArgs, Format, LogArgs, ObserveArgs, ShowArgs};
 use crate::config::{Config, ServerConfig};
 use crate::exit::{threshold, Outcome};
-use crate::observe::{collect, drift_between, record, stored_tools, Report};
+use crate::observe::{collect, record, Report};
 use crate::render;
+use plumbline_history::{read, Grader};
 use plumbline_store::time::utc;
 
 pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
@@ -72,7 +73,7 @@ pub fn observe_servers(
             }
         }
     }
-    let reports = record(store, &Classifier::for_taxonomy(taxonomy), collected)?;
+    let reports = record(store, &Grader::new(taxonomy), collected)?;
     let mut out = io::stdout().lock();
     match format {
         Format::Human => render::observe_reports(&mut out, &reports, taxonomy)?,
@@ -142,55 +143,44 @@ struct LogRow {
 pub fn log(args: &LogArgs) -> Result<Outcome> {
     let store = open_store(args.store.path.as_deref())?;
     let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
-    let classifier = Classifier::for_taxonomy(taxonomy);
+    // Reads the grades recorded with each observation: a long history is
+    // not graded again.
+    let grader = Grader::new(taxonomy);
     let servers: Vec<String> = match &args.server {
         Some(s) => vec![s.clone()],
         None => store.servers()?.into_iter().map(|s| s.name).collect(),
     };
     let mut all = Vec::new();
     for server in servers {
-        let mut timeline = store.timeline(&server, args.limit)?;
-        if timeline.is_empty() && args.server.is_some() {
+        let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
+        let (steps, _) = plumbline_history::read::recent(&store, &grader, &server, limit)?;
+        if steps.is_empty() && args.server.is_some() {
             bail!("no observations of {server:?} in the store");
         }
-        timeline.reverse(); // oldest first, to compare each with the one before
-        let mut rows = Vec::new();
-        let mut previous: Option<(ObservationId, Option<plumbline_store::Digest>)> = store
-            .latest_successful(&server, timeline.first().map(|o| o.id))?
-            .map(|o| (o.id, o.tool_set));
-        for o in &timeline {
-            let error = match &o.outcome {
-                plumbline_store::Outcome::Failed { error } => Some(error.clone()),
-                plumbline_store::Outcome::Ok => None,
-            };
-            let change = if error.is_some() {
-                None
-            } else {
-                let c = match &previous {
-                    None => None,
-                    Some((_, digest)) if *digest == o.tool_set => Some("unchanged".to_owned()),
-                    Some((prev, _)) => {
-                        let d = drift_between(
-                            &classifier,
-                            &stored_tools(&store, *prev)?,
-                            &stored_tools(&store, o.id)?,
-                        );
-                        Some(d.severity.to_string())
-                    }
+        let mut rows: Vec<LogRow> = steps
+            .iter()
+            .map(|step| {
+                let o = &step.summary;
+                let error = match &o.outcome {
+                    plumbline_store::Outcome::Failed { error } => Some(error.clone()),
+                    plumbline_store::Outcome::Ok => None,
                 };
-                previous = Some((o.id, o.tool_set));
-                c
-            };
-            rows.push(LogRow {
-                observation: o.id.0,
-                finished_at: utc(o.finished_at_ms),
-                outcome: o.outcome.as_str(),
-                error,
-                tools: o.tool_count,
-                tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
-                change,
-            });
-        }
+                let change = match (&error, step.previous) {
+                    (Some(_), _) | (None, None) => None,
+                    (None, Some(_)) if step.changes.is_empty() => Some("unchanged".to_owned()),
+                    (None, Some(_)) => Some(step.changes.severity.to_string()),
+                };
+                LogRow {
+                    observation: o.id.0,
+                    finished_at: utc(o.finished_at_ms),
+                    outcome: o.outcome.as_str(),
+                    error,
+                    tools: o.tool_count,
+                    tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
+                    change,
+                }
+            })
+            .collect();
         rows.reverse(); // newest first
         all.push((server, rows));
     }
@@ -228,40 +218,17 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// The observation `id` of `server`, checked to belong to it.
-fn observation_of(
-    store: &SqliteStore,
-    server: &str,
-    id: i64,
-) -> Result<plumbline_store::Observation> {
-    let obs = store
-        .observation(ObservationId(id))?
-        .with_context(|| format!("no observation {id} in the store"))?;
-    if obs.summary.server != server {
-        bail!(
-            "observation {id} is of {:?}, not {server:?}",
-            obs.summary.server
-        );
-    }
-    if !obs.summary.outcome.is_ok() {
-        bail!("observation {id} of {server:?} failed: it has no tools to compare");
-    }
-    Ok(obs)
-}
-
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
     let store = open_store(args.store.path.as_deref())?;
-    let to = match args.to {
-        Some(id) => observation_of(&store, &args.server, id)?.summary.id,
-        None => {
-            store
-                .latest_successful(&args.server, None)?
-                .with_context(|| format!("no successful observation of {:?}", args.server))?
+    let to = read::successful_observation(&store, &args.server, args.to.map(ObservationId))?
+        .summary
+        .id;
+    let from = match args.from {
+        Some(id) => {
+            read::successful_observation(&store, &args.server, Some(ObservationId(id)))?
+                .summary
                 .id
         }
-    };
-    let from = match args.from {
-        Some(id) => observation_of(&store, &args.server, id)?.summary.id,
         None => {
             store
                 .latest_successful(&args.server, Some(to))?
@@ -275,11 +242,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
         }
     };
     let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
-    let d = drift_between(
-        &Classifier::for_taxonomy(taxonomy),
-        &stored_tools(&store, from)?,
-        &stored_tools(&store, to)?,
-    );
+    let d = read::drift_between(&store, &Grader::new(taxonomy), from, to)?;
     let mut out = io::stdout().lock();
     match args.format {
         Format::Json => {
@@ -307,21 +270,8 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
 
 pub fn show(args: &ShowArgs) -> Result<Outcome> {
     let store = open_store(args.store.path.as_deref())?;
-    let obs = match args.at {
-        Some(id) => observation_of(&store, &args.server, id)?,
-        None => {
-            let id = store
-                .latest_successful(&args.server, None)?
-                .with_context(|| format!("no successful observation of {:?}", args.server))?
-                .id;
-            observation_of(&store, &args.server, id.0)?
-        }
-    };
-    let matches: Vec<_> = obs
-        .tools
-        .iter()
-        .filter(|t| t.name.as_deref() == Some(args.tool.as_str()))
-        .collect();
+    let obs = read::successful_observation(&store, &args.server, args.at.map(ObservationId))?;
+    let matches = read::tool_bytes(&store, &obs, &args.tool)?;
     if matches.is_empty() {
         bail!(
             "{:?} has no tool {:?} in observation {}",
@@ -339,10 +289,7 @@ pub fn show(args: &ShowArgs) -> Result<Outcome> {
             obs.summary.id.0
         )?;
     }
-    for t in matches {
-        let raw = store
-            .raw_tool(&t.raw_digest)?
-            .with_context(|| format!("raw tool {} missing", t.raw_digest))?;
+    for raw in matches {
         if args.raw {
             // Exactly as sent, unless that would put control characters on
             // a terminal.

@@ -16,7 +16,7 @@ use crate::cli::{CheckArgs, CheckFormat, PinArgs};
 use crate::config::{Config, ServerConfig};
 use crate::exit::Outcome;
 use crate::lock::{LockFile, LockedServer, LockedTool};
-use crate::observe::{collect, drift_between};
+use crate::observe::collect;
 use crate::render;
 use crate::tools_input::{self, RawListing};
 
@@ -123,6 +123,7 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         }
         LockFile::new(Taxonomy::default())
     };
+    let before = lock.clone();
     let (servers, only_tools): (Vec<String>, Vec<String>) = if args.update {
         let Some((server, tools)) = args.servers.split_first() else {
             bail!("--update needs a SERVER (and optionally TOOL names)");
@@ -201,6 +202,16 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         names.dedup();
         let mut updated = locked.tools.clone();
         let mut refused = false;
+        let mut changed = 0;
+        // The drift from the lock to what is published, by the drift policy
+        // every other command uses (added tools, renames).
+        let parsed = |tools: &[LockedTool]| -> Result<Vec<(String, Value)>> {
+            tools
+                .iter()
+                .map(|t| Ok((t.name.clone(), t.value()?)))
+                .collect()
+        };
+        let drift = drift_of(&classifier, &parsed(&locked.tools)?, &parsed(&fresh)?);
         for name in &names {
             let before: Vec<&LockedTool> =
                 locked.tools.iter().filter(|t| &t.name == name).collect();
@@ -208,15 +219,28 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             if before.is_empty() && after.is_empty() {
                 bail!("{}: no tool named {name:?} pinned or published", c.server);
             }
-            let severity = match (before.first(), after.first()) {
-                (Some(b), Some(a)) => classifier.classify(&b.value()?, &a.value()?).severity,
-                // The drift policy for a new tool: what the model reads in
-                // it, and at least LOW (plumbline-drift).
-                (None, Some(a)) => classifier
-                    .classify_added(&a.value()?, &plumbline_taxonomy::Inventory::empty())
-                    .severity
-                    .max(Severity::Low),
-                _ => Severity::None,
+            let severity = drift
+                .tools
+                .iter()
+                .filter(|t| {
+                    &t.name == name
+                        || matches!(&t.change, plumbline_drift::Change::Renamed { from } if from == name)
+                })
+                .map(|t| t.severity)
+                .max()
+                .unwrap_or(Severity::None);
+            let what = match (before.is_empty(), after.is_empty()) {
+                (_, true) => "removed from the lock",
+                (true, false) => "pinned (new)",
+                (false, false)
+                    if before
+                        .iter()
+                        .map(|t| &t.sha256)
+                        .eq(after.iter().map(|t| &t.sha256)) =>
+                {
+                    "unchanged"
+                }
+                (false, false) => "re-pinned",
             };
             if args.max_severity.is_some_and(|max| severity > max) && !args.force {
                 writeln!(
@@ -228,17 +252,27 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 refused = true;
                 continue;
             }
+            if what != "unchanged" {
+                changed += 1;
+            }
             updated.retain(|t| &t.name != name);
             updated.extend(after.into_iter().cloned());
             writeln!(
                 out,
-                "{}/{}: re-pinned ({severity})",
+                "{}/{}: {what} ({severity})",
                 for_terminal(&c.server, false),
                 for_terminal(name, false)
             )?;
         }
         if refused {
             outcome = outcome.and(Outcome::ThresholdReached);
+        }
+        if changed == 0 {
+            writeln!(
+                out,
+                "{}: nothing to change in the lock",
+                for_terminal(&c.server, false)
+            )?;
         }
         lock.servers.insert(
             c.server.clone(),
@@ -249,10 +283,26 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         );
     }
     lock.set_taxonomy(taxonomy);
-    lock.save(&args.lock)?;
-    writeln!(out, "wrote {}", args.lock.display())?;
+    if args.lock.exists() && lock == before {
+        writeln!(out, "{} unchanged", args.lock.display())?;
+    } else {
+        lock.save(&args.lock)?;
+        writeln!(out, "wrote {}", args.lock.display())?;
+    }
     out.flush()?;
     Ok(outcome)
+}
+
+/// The drift from pinned to current tools (not stored observations: the
+/// history is not involved).
+fn drift_of(classifier: &Classifier, old: &[(String, Value)], new: &[(String, Value)]) -> Drift {
+    fn view(tools: &[(String, Value)]) -> Vec<plumbline_drift::Tool<'_>> {
+        tools
+            .iter()
+            .map(|(name, definition)| plumbline_drift::Tool { name, definition })
+            .collect()
+    }
+    plumbline_drift::drift(classifier, &view(old), &view(new))
 }
 
 /// What `check` found for one server.
@@ -375,7 +425,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             server: server.clone(),
             status: "ok",
             error: None,
-            drift: Some(drift_between(&classifier, &old, &new)),
+            drift: Some(drift_of(&classifier, &old, &new)),
         });
     }
     // Worst first.

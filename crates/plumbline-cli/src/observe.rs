@@ -1,18 +1,20 @@
 //! `plumbline observe`: list every configured server's tools (concurrently,
-//! bounded), store each observation, and report the drift since the
-//! server's previous successful observation, worst first.
+//! bounded), record each observation through the history (graded once),
+//! and report the drift since the server's previous successful
+//! observation, worst first.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
-use anyhow::{Context as _, Result};
-use plumbline_drift::{drift, Drift, Tool};
-use plumbline_mcp::{list_tools, Limits, Listing, ServerSpec};
+use anyhow::Result;
+use plumbline_drift::Drift;
+use plumbline_history::{Grader, Observed, Recorded};
+use plumbline_mcp::{list_tools, Limits, Listing, ListingProblem, ServerSpec};
 use plumbline_store::{
-    NewObservation, ObservationId, Outcome as StoreOutcome, RawTool, SqliteStore, Store,
+    NewObservation, Outcome as StoreOutcome, Problem, ProblemKind, RawTool, SqliteStore,
 };
-use plumbline_taxonomy::json::{parse_tool, Value};
-use plumbline_taxonomy::{Classifier, Severity};
+use plumbline_taxonomy::json::parse_tool;
+use plumbline_taxonomy::Severity;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
@@ -105,62 +107,70 @@ async fn list(spec: &ServerSpec, limits: &Limits) -> Result<Listing, String> {
     list_tools(spec, limits).await.map_err(|e| e.to_string())
 }
 
-/// The tools of a stored observation, parsed; malformed ones are left out
-/// (they were reported when observed).
-pub fn stored_tools(store: &SqliteStore, id: ObservationId) -> Result<Vec<(String, Value)>> {
-    let obs = store
-        .observation(id)?
-        .with_context(|| format!("observation {} is not in the store", id.0))?;
-    let mut tools = Vec::new();
-    for entry in obs.tools {
-        let (Some(name), Some(_)) = (entry.name, entry.canonical_digest) else {
-            continue;
+/// The store's record of a listing: every element as sent, and the
+/// problems the client found that the store does not find itself (an
+/// element that is a JSON object but has no string name; the store finds
+/// the unreadable ones and the repeated names).
+pub fn new_observation(c: &Collected) -> NewObservation {
+    let (outcome, tools, protocol_version, server_info, capabilities, instructions, problems) =
+        match &c.result {
+            Ok(l) => {
+                let problems = l
+                    .problems
+                    .iter()
+                    .filter_map(|p| match p {
+                        ListingProblem::MalformedTool { position, error } => {
+                            let element = l.tools.get(*position)?;
+                            // Unreadable elements are the store's to report.
+                            parse_tool(&element.raw).ok()?;
+                            Some(Problem {
+                                position: u32::try_from(*position).ok(),
+                                kind: ProblemKind::MalformedTool,
+                                tool_name: None,
+                                message: error.clone(),
+                            })
+                        }
+                        ListingProblem::DuplicateName { .. } => None,
+                    })
+                    .collect();
+                (
+                    StoreOutcome::Ok,
+                    l.tools
+                        .iter()
+                        .map(|t| RawTool {
+                            name: t.name.clone(),
+                            raw: t.raw.clone(),
+                        })
+                        .collect(),
+                    Some(l.protocol_version.clone()),
+                    l.server_info.clone(),
+                    l.capabilities.clone(),
+                    l.instructions.clone(),
+                    problems,
+                )
+            }
+            Err(e) => (
+                StoreOutcome::Failed { error: e.clone() },
+                Vec::new(),
+                None,
+                None,
+                None,
+                None,
+                Vec::new(),
+            ),
         };
-        let raw = store.raw_tool(&entry.raw_digest)?.with_context(|| {
-            format!(
-                "observation {}: raw tool {} is missing",
-                id.0, entry.raw_digest
-            )
-        })?;
-        if let Ok(v) = parse_tool(&raw) {
-            tools.push((name, v));
-        }
+    NewObservation {
+        server: c.server.clone(),
+        started_at_ms: c.started_at_ms,
+        finished_at_ms: c.finished_at_ms,
+        outcome,
+        protocol_version,
+        server_info,
+        capabilities,
+        instructions,
+        tools,
+        problems,
     }
-    Ok(tools)
-}
-
-/// A listing's named tools, parsed; malformed ones are left out, as
-/// [`stored_tools`] leaves them out.
-fn parsed_tools(listing: &Listing) -> Vec<(String, Value)> {
-    listing
-        .tools
-        .iter()
-        .filter_map(|t| Some((t.name.clone()?, parse_tool(&t.raw).ok()?)))
-        .collect()
-}
-
-fn view(list: &[(String, Value)]) -> Vec<Tool<'_>> {
-    list.iter()
-        .map(|(name, definition)| Tool { name, definition })
-        .collect()
-}
-
-pub fn drift_between(
-    classifier: &Classifier,
-    old: &[(String, Value)],
-    new: &[(String, Value)],
-) -> Drift {
-    drift(classifier, &view(old), &view(new))
-}
-
-/// [`drift_between`], knowing the tool names of other servers.
-pub fn drift_among(
-    classifier: &Classifier,
-    old: &[(String, Value)],
-    new: &[(String, Value)],
-    foreign: &[String],
-) -> Drift {
-    plumbline_drift::drift_among(classifier, &view(old), &view(new), foreign)
 }
 
 /// What `observe` found for one server.
@@ -172,11 +182,26 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub tools: usize,
+    /// What was wrong with parts of the listing (malformed tools, tools
+    /// without a name, repeated names); the rest was recorded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<ProblemReport>,
     /// The observation this one is compared with: the server's previous
     /// successful one (none for a first or failed observation).
     pub baseline: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+}
+
+/// One problem of a listing, as reports show it.
+#[derive(Debug, Serialize)]
+pub struct ProblemReport {
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub message: String,
 }
 
 impl Report {
@@ -187,95 +212,48 @@ impl Report {
     pub fn failed(&self) -> bool {
         self.error.is_some()
     }
+
+    fn of(r: Recorded) -> Report {
+        Report {
+            server: r.server,
+            observation: r.observation.0,
+            outcome: if r.error.is_none() { "ok" } else { "failed" },
+            error: r.error,
+            tools: r.tools,
+            problems: r
+                .problems
+                .into_iter()
+                .map(|p| ProblemReport {
+                    kind: p.kind.as_str(),
+                    position: p.position,
+                    tool: p.tool_name,
+                    message: p.message,
+                })
+                .collect(),
+            baseline: r.previous.map(|p| p.0),
+            drift: r.drift,
+        }
+    }
 }
 
-/// Records each collected listing and computes its drift.
+/// Records each collected listing through the history (graded once) and
+/// reports them worst first: failures, then by severity, then by name.
 pub fn record(
     store: &mut SqliteStore,
-    classifier: &Classifier,
+    grader: &Grader,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
-    // Each server's tool names, so that every server's drift knows the
-    // others' tools (taxonomy-v2: naming another server's tool).
-    let names: Vec<(String, Vec<String>)> = collected
+    let batch = collected
         .iter()
-        .filter_map(|c| {
-            let l = c.result.as_ref().ok()?;
-            Some((
-                c.server.clone(),
-                l.tools.iter().filter_map(|t| t.name.clone()).collect(),
-            ))
+        .map(|c| Observed {
+            identity: c.identity.to_string(),
+            observation: new_observation(c),
         })
         .collect();
-    let mut reports = Vec::new();
-    for c in collected {
-        let foreign: Vec<String> = names
-            .iter()
-            .filter(|(s, _)| *s != c.server)
-            .flat_map(|(_, n)| n.iter().cloned())
-            .collect();
-        store.put_server(&c.server, &c.identity.to_string())?;
-        let error = c.result.as_ref().err().cloned();
-        // The listing's tools, parsed now for the drift: reading them back
-        // from the store would parse the same bytes a second time.
-        let parsed = c.result.as_ref().ok().map(parsed_tools);
-        let (outcome, tools, protocol_version, server_info, capabilities, instructions) =
-            match c.result {
-                Ok(l) => (
-                    StoreOutcome::Ok,
-                    l.tools
-                        .into_iter()
-                        .map(|t| RawTool {
-                            name: t.name,
-                            raw: t.raw,
-                        })
-                        .collect(),
-                    Some(l.protocol_version),
-                    l.server_info,
-                    l.capabilities,
-                    l.instructions,
-                ),
-                Err(e) => (
-                    StoreOutcome::Failed { error: e },
-                    Vec::new(),
-                    None,
-                    None,
-                    None,
-                    None,
-                ),
-            };
-        let tool_count = tools.len();
-        let id = store.record_observation(&NewObservation {
-            server: c.server.clone(),
-            started_at_ms: c.started_at_ms,
-            finished_at_ms: c.finished_at_ms,
-            outcome,
-            protocol_version,
-            server_info,
-            capabilities,
-            instructions,
-            tools,
-            problems: Vec::new(),
-        })?;
-        let mut report = Report {
-            server: c.server.clone(),
-            observation: id.0,
-            outcome: if error.is_none() { "ok" } else { "failed" },
-            error,
-            tools: tool_count,
-            baseline: None,
-            drift: None,
-        };
-        if let Some(new) = parsed {
-            if let Some(prev) = store.latest_successful(&c.server, Some(id))? {
-                let old = stored_tools(store, prev.id)?;
-                report.baseline = Some(prev.id.0);
-                report.drift = Some(drift_among(classifier, &old, &new, &foreign));
-            }
-        }
-        reports.push(report);
-    }
-    // Worst first: failures, then by severity, then by name.
+    let mut reports: Vec<Report> = plumbline_history::record(store, grader, batch)?
+        .into_iter()
+        .map(Report::of)
+        .collect();
     reports.sort_by(|a, b| {
         b.failed()
             .cmp(&a.failed())

@@ -12,7 +12,7 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
     let token = args.token.clone().filter(|t| !t.is_empty());
     // Refuse before touching the store or the network.
     check_listen(args.listen, token.as_deref())?;
-    let store = open_store(args.store.path.as_deref())?;
+    let mut store = open_store(args.store.path.as_deref())?;
     let reviewer = args
         .reviewer
         .clone()
@@ -20,6 +20,14 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| "reviewer".to_owned());
     let taxonomy = crate::config::Config::taxonomy_for(args.taxonomy.taxonomy)?;
+    // Grade, once, what an older Plumbline recorded without summaries (or
+    // under another taxonomy), so that no page has to.
+    let grader = plumbline_history::Grader::new(taxonomy);
+    let written = plumbline_history::read::backfill(&mut store, &grader)
+        .context("grading what the history had not graded yet")?;
+    if written > 0 {
+        eprintln!("plumbline serve: graded {written} earlier change(s) under {taxonomy}");
+    }
     let state = AppState::new(
         store,
         Options {

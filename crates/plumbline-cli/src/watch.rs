@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plumbline_alert::{post_body, run_hook_with, Alert, AlertKind, Hook, Retry, WebhookFormat};
+use plumbline_history::Grader;
 use plumbline_mcp::{HttpClient, Limits, Session};
 use plumbline_store::{NewAlert, ObservationId, SqliteStore, Store};
-use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
+use plumbline_taxonomy::{Severity, Taxonomy};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
@@ -277,7 +278,7 @@ async fn deliver(
 /// Records collected listings, counts them, and queues their alerts.
 fn process(
     store: &mut SqliteStore,
-    classifier: &Classifier,
+    grader: &Grader,
     config: &Config,
     metrics: &Metrics,
     collected: Vec<Collected>,
@@ -286,13 +287,13 @@ fn process(
         let seconds = (c.finished_at_ms - c.started_at_ms).max(0) as f64 / 1000.0;
         metrics.observed(c.result.is_ok(), seconds);
     }
-    let reports = record(store, classifier, collected)?;
+    let reports = record(store, grader, collected)?;
     for r in &reports {
         if let Some(d) = r.drift.as_ref().filter(|d| d.changes().next().is_some()) {
             metrics.record_drift(d.severity);
         }
     }
-    enqueue(store, config, &reports, classifier.taxonomy())?;
+    enqueue(store, config, &reports, grader.taxonomy())?;
     Ok(())
 }
 
@@ -329,7 +330,7 @@ impl Stop {
 async fn watch(args: &WatchArgs) -> Result<Outcome> {
     let mut config = Config::load(&args.config.path)?;
     let mut store = crate::commands::open_store(args.store.path.as_deref())?;
-    let mut classifier = Classifier::for_taxonomy(config.taxonomy(args.taxonomy.taxonomy));
+    let mut grader = Grader::new(config.taxonomy(args.taxonomy.taxonomy));
     let client = plumbline_alert::client().context("building the HTTP client")?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut stop = Stop {
@@ -350,7 +351,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
             c = collect_with(servers, limits, concurrency, false) => c?,
             () = stop.requested() => return Ok(Outcome::Clean),
         };
-        process(&mut store, &classifier, &config, &metrics, collected)?;
+        process(&mut store, &grader, &config, &metrics, collected)?;
         stop.unless(deliver(&mut store, &config, &client, &metrics))
             .await?;
         return Ok(Outcome::Clean);
@@ -405,7 +406,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
                         Err(_) => break,
                     }
                 }
-                process(&mut store, &classifier, &config, &metrics, batch)?;
+                process(&mut store, &grader, &config, &metrics, batch)?;
                 stopping = stop.unless(deliver(&mut store, &config, &client, &metrics)).await?;
             }
             _ = retry.tick() => {
@@ -440,7 +441,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
                         w.stop().await;
                     }
                     config = new;
-                    classifier = Classifier::for_taxonomy(config.taxonomy(args.taxonomy.taxonomy));
+                    grader = Grader::new(config.taxonomy(args.taxonomy.taxonomy));
                     eprintln!("plumbline watch: reloaded {}", args.config.path.display());
                 }
                 Err(e) => eprintln!("plumbline watch: keeping the old configuration: {e:#}"),
@@ -460,7 +461,7 @@ async fn watch(args: &WatchArgs) -> Result<Outcome> {
         finished.push(c);
     }
     if !finished.is_empty() {
-        process(&mut store, &classifier, &config, &metrics, finished)?;
+        process(&mut store, &grader, &config, &metrics, finished)?;
     }
     Ok(Outcome::Clean)
 }

@@ -20,7 +20,7 @@ use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::{Evidence, RuleId, Severity};
 use serde::{Deserialize, Serialize};
 
-use crate::changes::{self, ChangeDetail, Context, ServerOverview, Step, ToolChange};
+use crate::changes::{self, ChangeDetail, ServerOverview, Step, ToolChange};
 use crate::error::{ApiError, Failure};
 use crate::links::{utc, ToolName};
 use crate::AppState;
@@ -381,16 +381,9 @@ pub(crate) fn observation_id(s: &str) -> Result<ObservationId, Failure> {
         .ok_or_else(|| Failure::NotFound(format!("there is no observation {s:?}")))
 }
 
-fn ctx(inner: &crate::Inner) -> Context<'_> {
-    Context {
-        classifier: &inner.classifier,
-        cache: &inner.drift_cache,
-    }
-}
-
 async fn servers(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let rows = state
-        .with_store(|store, inner| changes::overview(&*store, &ctx(inner)))
+        .with_store(|store, inner| Ok(changes::overview(&*store, &inner.grader)?))
         .await?;
     let servers: Vec<ServerJson> = rows.iter().map(ServerJson::from).collect();
     Ok(Json(serde_json::json!({ "servers": servers })))
@@ -403,7 +396,7 @@ async fn server(
     let row = state
         .with_store(move |store, inner| {
             let server = changes::server(&*store, &name)?;
-            changes::server_overview(&*store, &ctx(inner), server)
+            Ok(changes::server_overview(&*store, &inner.grader, server)?)
         })
         .await?;
     Ok(Json(ServerJson::from(&row)))
@@ -444,7 +437,7 @@ async fn observations(
     let json = state
         .with_store(move |store, inner| {
             changes::server(&*store, &name)?;
-            let (steps, more) = changes::recent(&*store, &ctx(inner), &name, limit)?;
+            let (steps, more) = changes::recent(&*store, &inner.grader, &name, limit)?;
             let reviews = changes::reviews(&*store, &name)?;
             let list: Vec<ObservationJson> = steps
                 .iter()
@@ -490,7 +483,7 @@ pub(crate) fn observation_view(
     changes::server(store, server)?;
     let id = observation_id(id)?;
     let observation = changes::observation_of(store, server, id)?;
-    let step = changes::step(store, &ctx(inner), &observation.summary)?;
+    let step = changes::step(store, &inner.grader, &observation.summary)?;
     let reviews = changes::reviews(store, server)?;
     Ok(ObservationView {
         observation,
@@ -545,7 +538,7 @@ pub(crate) fn change_view(
 ) -> Result<(ChangeDetail, Option<Review>), Failure> {
     changes::server(store, server)?;
     let id = observation_id(id)?;
-    let detail = changes::change(store, &ctx(inner), server, id, tool)?;
+    let detail = changes::change(store, &inner.grader, server, id, tool)?;
     let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
     Ok((detail, review))
 }
@@ -560,7 +553,7 @@ async fn change(
             serde_json::to_value(change_json(
                 &detail,
                 review.as_ref(),
-                inner.classifier.taxonomy(),
+                inner.grader.taxonomy(),
             ))
             .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
         })
@@ -616,7 +609,7 @@ pub(crate) async fn record_verdict(
             changes::server(&*store, &server)?;
             let id = observation_id(&id)?;
             // The change must exist: a verdict on nothing is refused.
-            let detail = changes::change(&*store, &ctx(inner), &server, id, &tool)?;
+            let detail = changes::change(&*store, &inner.grader, &server, id, &tool)?;
             let review = NewReview {
                 observation: id,
                 tool: tool.clone(),
@@ -733,7 +726,7 @@ pub(crate) fn tool_view(
     let baseline = store
         .baseline(server)?
         .and_then(|mut b| b.tools.remove(tool));
-    let changes_at = changes::history(store, &ctx(inner), server)?
+    let changes_at = changes::history(store, &inner.grader, server)?
         .into_iter()
         .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
         .map(|s| s.summary.id)

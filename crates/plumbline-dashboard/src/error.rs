@@ -36,6 +36,18 @@ impl Failure {
 
 use plumbline_base::error_chain as chain;
 
+impl From<plumbline_history::HistoryError> for Failure {
+    fn from(e: plumbline_history::HistoryError) -> Failure {
+        use plumbline_history::HistoryError as H;
+        match e {
+            H::NotFound(m) => Failure::NotFound(m),
+            H::Invalid(m) => Failure::BadRequest(m),
+            H::Inconsistent(m) => Failure::Internal(m),
+            H::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Failure {
         match e {

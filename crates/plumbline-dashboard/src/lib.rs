@@ -31,7 +31,8 @@
 
 pub mod api;
 mod auth;
-pub mod changes;
+/// The history's read side, as the pages and the API use it.
+pub use plumbline_history::read as changes;
 mod error;
 pub mod links;
 pub mod markdown;
@@ -49,7 +50,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 use plumbline_store::{SqliteStore, StoreError};
-use plumbline_taxonomy::{Classifier, Taxonomy};
+use plumbline_taxonomy::Taxonomy;
 
 pub use auth::{constant_time_eq, SESSION_COOKIE};
 pub use error::Failure;
@@ -110,8 +111,9 @@ pub(crate) struct Inner {
     /// One connection, used on blocking threads one request at a time;
     /// SQLite's WAL lets the watcher write meanwhile.
     store: Mutex<SqliteStore>,
-    pub(crate) classifier: Classifier,
-    pub(crate) drift_cache: changes::DriftCache,
+    /// Reads the grades the history recorded; grades only a change page's
+    /// one change (its evidence), and what the store lacks, in memory.
+    pub(crate) grader: plumbline_history::Grader,
     pub(crate) access: auth::Access,
     pub(crate) reviewer: String,
 }
@@ -124,8 +126,7 @@ impl AppState {
         Ok(AppState {
             inner: Arc::new(Inner {
                 store: Mutex::new(store),
-                classifier: Classifier::for_taxonomy(options.taxonomy),
-                drift_cache: changes::DriftCache::new(options.taxonomy),
+                grader: plumbline_history::Grader::new(options.taxonomy),
                 access: auth::Access::new(options.token.filter(|t| !t.is_empty()), &secret),
                 reviewer: options.reviewer,
             }),
@@ -139,7 +140,7 @@ impl AppState {
 
     /// The taxonomy every change is graded with.
     pub fn taxonomy(&self) -> Taxonomy {
-        self.inner.classifier.taxonomy()
+        self.inner.grader.taxonomy()
     }
 
     /// The token review forms must carry (the same for every form of this
@@ -164,9 +165,7 @@ impl AppState {
                 .store
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let result = f(&mut store, &state.inner);
-            state.inner.drift_cache.save(&mut *store);
-            result
+            f(&mut store, &state.inner)
         })
         .await
         .map_err(|e| Failure::Internal(format!("a store task failed: {e}")))?

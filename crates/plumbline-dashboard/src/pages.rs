@@ -21,7 +21,7 @@ use plumbline_taxonomy::{Detail, Evidence, RuleId, Severity, Taxonomy};
 use serde::Deserialize;
 
 use crate::api::{self, Verdict};
-use crate::changes::{self, ChangeDetail, Context, Sort, ToolChange};
+use crate::changes::{self, ChangeDetail, Sort, ToolChange};
 use crate::error::{ApiError, Failure, PageError};
 use crate::links::{self, utc, ToolName};
 use crate::text::{self, line};
@@ -60,13 +60,6 @@ pub(crate) fn routes() -> Router<AppState> {
             post(review),
         )
         .route("/servers/{server}/tools/{tool}", get(tool))
-}
-
-fn ctx(inner: &crate::Inner) -> Context<'_> {
-    Context {
-        classifier: &inner.classifier,
-        cache: &inner.drift_cache,
-    }
 }
 
 // ---- building blocks --------------------------------------------------------
@@ -192,7 +185,7 @@ async fn overview(
         .and_then(|s| Sort::parse(s))
         .unwrap_or(Sort::Drift);
     let mut rows = state
-        .with_store(|store, inner| changes::overview(&*store, &ctx(inner)))
+        .with_store(|store, inner| Ok(changes::overview(&*store, &inner.grader)?))
         .await?;
     changes::sort(&mut rows, by);
     let sort_link = |s: Sort, label: &str| {
@@ -309,7 +302,7 @@ async fn server(
     let (server, steps, reviews, baseline, current) = state
         .with_store(move |store, inner| {
             let server = changes::server(&*store, &name)?;
-            let steps = changes::recent(&*store, &ctx(inner), &name, TIMELINE_ROWS)?;
+            let steps = changes::recent(&*store, &inner.grader, &name, TIMELINE_ROWS)?;
             let reviews = changes::reviews(&*store, &name)?;
             let baseline = store.baseline(&name)?;
             let current: Vec<String> = match store.latest_successful(&name, None)? {

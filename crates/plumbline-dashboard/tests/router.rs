@@ -68,55 +68,55 @@ fn observation(server: &str, at_ms: i64, tools: &[&str]) -> NewObservation {
 
 /// Four servers: `acme` (a rug pull and more at its second observation),
 /// `beta` (a small wording change, later than acme's), `quiet` (one
-/// observation) and `down` (one failure).
-fn seed() -> Fixture {
+/// observation) and `down` (one failure), recorded through the history as
+/// `plumbline observe` records them (each drift graded once, its summary
+/// kept) under `taxonomy`.
+fn seed_with(taxonomy: plumbline_taxonomy::Taxonomy) -> Fixture {
     let dir = tempfile::tempdir().expect("temporary directory");
     let path = dir.path().join("plumbline.db");
     let mut store = SqliteStore::open(&path).expect("store");
-    for name in ["acme", "beta", "quiet", "down"] {
-        store
-            .put_server(
-                name,
-                &format!(r#"{{"transport":"stdio","command":"{name}-mcp"}}"#),
-            )
-            .expect("server");
-    }
-    let first = store
-        .record_observation(&observation("acme", T0, &[ADD_V1, SEARCH, LOOKUP, GONE]))
-        .expect("first");
-    let second = store
-        .record_observation(&observation(
-            "acme",
-            T0 + 60_000,
-            &[ADD_V2, SEARCH, LOOKUP_RENAMED, XSS, SLASHED],
-        ))
-        .expect("second");
-    store
-        .record_observation(&observation(
-            "beta",
-            T0 + 10_000,
-            &[r#"{"name":"t","description":"Lists files in a folder."}"#],
-        ))
-        .expect("beta first");
-    let beta_second = store
-        .record_observation(&observation(
-            "beta",
-            T0 + 120_000,
-            &[r#"{"name":"t","description":"Lists the files in a folder."}"#],
-        ))
-        .expect("beta second");
-    store
-        .record_observation(&observation("quiet", T0 + 5_000, &[SEARCH]))
-        .expect("quiet");
-    let down = store
-        .record_observation(&NewObservation {
-            outcome: Outcome::Failed {
-                error: "connection refused <b>".to_owned(),
-            },
-            tools: Vec::new(),
-            ..observation("down", T0 + 7_000, &[])
-        })
-        .expect("down");
+    let grader = plumbline_history::Grader::new(taxonomy);
+    let mut record = |observation: NewObservation| -> ObservationId {
+        let identity = format!(
+            r#"{{"transport":"stdio","command":"{}-mcp"}}"#,
+            observation.server
+        );
+        plumbline_history::record(
+            &mut store,
+            &grader,
+            vec![plumbline_history::Observed {
+                identity,
+                observation,
+            }],
+        )
+        .expect("recorded")[0]
+            .observation
+    };
+    let first = record(observation("acme", T0, &[ADD_V1, SEARCH, LOOKUP, GONE]));
+    let beta_first = observation(
+        "beta",
+        T0 + 10_000,
+        &[r#"{"name":"t","description":"Lists files in a folder."}"#],
+    );
+    let second = record(observation(
+        "acme",
+        T0 + 60_000,
+        &[ADD_V2, SEARCH, LOOKUP_RENAMED, XSS, SLASHED],
+    ));
+    record(beta_first);
+    let beta_second = record(observation(
+        "beta",
+        T0 + 120_000,
+        &[r#"{"name":"t","description":"Lists the files in a folder."}"#],
+    ));
+    record(observation("quiet", T0 + 5_000, &[SEARCH]));
+    let down = record(NewObservation {
+        outcome: Outcome::Failed {
+            error: "connection refused <b>".to_owned(),
+        },
+        tools: Vec::new(),
+        ..observation("down", T0 + 7_000, &[])
+    });
     Fixture {
         _dir: dir,
         path,
@@ -125,6 +125,10 @@ fn seed() -> Fixture {
         beta_second,
         down,
     }
+}
+
+fn seed() -> Fixture {
+    seed_with(plumbline_taxonomy::Taxonomy::V1)
 }
 
 fn app(fx: &Fixture, token: Option<&str>) -> (Router, AppState) {
@@ -1096,12 +1100,13 @@ async fn dot_named_tools_have_working_links() {
     }
 }
 
-/// A change is graded once and the grade kept in the store: the next
-/// dashboard process reads it from there instead of grading again, and a
-/// stored summary it cannot read is graded again and replaced.
+/// A change is graded once, when recorded, and kept in the store: the
+/// dashboard reads it from there and never writes, not even to keep what
+/// it had to grade itself (a stored summary it cannot read is graded in
+/// memory and left as it is).
 #[tokio::test]
-async fn grades_are_kept_in_the_store_for_the_next_process() {
-    let grader = plumbline_dashboard::changes::grader(plumbline_taxonomy::Taxonomy::V1);
+async fn the_dashboard_reads_recorded_grades_and_never_writes() {
+    let grader = plumbline_history::summary_key(plumbline_taxonomy::Taxonomy::V1);
     let grader = grader.as_str();
 
     let fx = seed();
@@ -1123,8 +1128,8 @@ async fn grades_are_kept_in_the_store_for_the_next_process() {
     let stored = store
         .drift_summary(&old, &new, grader)
         .expect("read")
-        .expect("the first process kept its grade");
-    let text = String::from_utf8(stored.clone()).expect("JSON text");
+        .expect("recording kept the grade");
+    let text = String::from_utf8(stored).expect("JSON text");
     let severity = format!("\"severity\":{graded}");
     assert!(text.contains(&severity), "{text}");
 
@@ -1145,8 +1150,8 @@ async fn grades_are_kept_in_the_store_for_the_next_process() {
     );
     assert_eq!(
         store.drift_summary(&old, &new, grader).expect("read"),
-        Some(stored),
-        "and replaced"
+        Some(b"{\"severity\":".to_vec()),
+        "and not written back: a GET never writes"
     );
 }
 
@@ -1177,8 +1182,8 @@ async fn stored_grades_are_keyed_by_taxonomy() {
         old.tool_set.expect("old set"),
         new.tool_set.expect("new set"),
     );
-    let v1_grader = plumbline_dashboard::changes::grader(Taxonomy::V1);
-    let v2_grader = plumbline_dashboard::changes::grader(Taxonomy::V2);
+    let v1_grader = plumbline_history::summary_key(Taxonomy::V1);
+    let v2_grader = plumbline_history::summary_key(Taxonomy::V2);
     assert_ne!(v1_grader, v2_grader);
     let stored = store
         .drift_summary(&old, &new, &v1_grader)
@@ -1203,9 +1208,20 @@ async fn stored_grades_are_keyed_by_taxonomy() {
         store
             .drift_summary(&old, &new, &v2_grader)
             .expect("read")
-            .is_some(),
-        "v2 keeps its own grade"
+            .is_none(),
+        "a GET does not write v2's grade"
     );
+    // `plumbline serve` fills in, at start, what its taxonomy lacks.
+    let written = plumbline_history::read::backfill(
+        &mut store,
+        &plumbline_history::Grader::new(Taxonomy::V2),
+    )
+    .expect("backfill");
+    assert_eq!(written, 2, "acme's change and beta's");
+    assert!(store
+        .drift_summary(&old, &new, &v2_grader)
+        .expect("read")
+        .is_some());
     let page = get(&v2, "/rules").await.body;
     assert!(
         page.contains("Rules of taxonomy-v2") && page.contains("R13"),

@@ -46,6 +46,39 @@ pub enum Change {
 }
 
 impl Change {
+    /// The kind's name, as JSON, the store and every report spell it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Change::Added => "added",
+            Change::Removed => "removed",
+            Change::Changed => "changed",
+            Change::Unchanged => "unchanged",
+            Change::Renamed { .. } => "renamed",
+        }
+    }
+
+    /// The change a kind's name stands for; a rename needs the old name.
+    pub fn from_kind(kind: &str, from: Option<&str>) -> Option<Change> {
+        Some(match (kind, from) {
+            ("added", _) => Change::Added,
+            ("removed", _) => Change::Removed,
+            ("changed", _) => Change::Changed,
+            ("unchanged", _) => Change::Unchanged,
+            ("renamed", Some(from)) => Change::Renamed {
+                from: from.to_owned(),
+            },
+            _ => return None,
+        })
+    }
+
+    /// For people: the kind, and for a rename the old name.
+    pub fn label(&self) -> String {
+        match self {
+            Change::Renamed { from } => format!("renamed from {from}"),
+            other => other.kind().to_owned(),
+        }
+    }
+
     fn order(&self) -> u8 {
         match self {
             Change::Added => 0,
@@ -73,6 +106,12 @@ pub struct ToolDrift {
 }
 
 impl ToolDrift {
+    /// One tool's drift graded by `classification`, with the drift policy's
+    /// floor (an added tool is at least LOW).
+    pub fn graded(name: &str, change: Change, classification: Classification) -> ToolDrift {
+        ToolDrift::new(name, change, classification)
+    }
+
     fn new(name: &str, change: Change, classification: Classification) -> ToolDrift {
         let floor = if change == Change::Added {
             Severity::Low

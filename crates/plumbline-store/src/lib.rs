@@ -151,6 +151,13 @@ pub trait Store {
         server: &str,
     ) -> Result<Vec<(ObservationSummary, ObservationSummary)>, StoreError>;
 
+    /// One observation's summary, without its tools; `None` if there is no
+    /// observation with that id.
+    fn observation_summary(
+        &self,
+        id: ObservationId,
+    ) -> Result<Option<ObservationSummary>, StoreError>;
+
     /// One observation with its tools and problems; `None` if there is no
     /// observation with that id.
     fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError>;

@@ -688,6 +688,16 @@ impl Store for SqliteStore {
             .collect()
     }
 
+    fn observation_summary(
+        &self,
+        id: ObservationId,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        Ok(self
+            .summaries(&format!("observation {id}"), "o.id = ?1", "", [id.0])?
+            .into_iter()
+            .next())
+    }
+
     fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError> {
         let what = format!("observation {id}");
         let Some(summary) = self

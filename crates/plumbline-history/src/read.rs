@@ -1,17 +1,16 @@
-//! Changes: what each observation changed since the server's previous
-//! successful observation, and what reviewers made of them.
+//! Reading the history: timelines, changes, overviews, reviews and
+//! baselines.
 //!
-//! Drift is computed as `plumbline observe` computes it: the named,
-//! well-formed tools of each listing, parsed from the bytes the server
-//! sent, compared with `plumbline_drift::drift`. Most observations change
-//! nothing, so two cheap checks come first: the same tool set digest, or
-//! the same (name, canonical digest) pairs, is no change without parsing
-//! anything. A computed drift depends only on the two tool sets, which are
-//! content-addressed, so it is cached by their digests; everything stays
-//! deterministic. Its summary (each tool's change, severity and rules) is
-//! also kept in the store under [`grader`], so a long history is graded
-//! once, not once per request or per process. The change page grades its
-//! one change again, for the evidence.
+//! A change is what an observation changed since the server's previous
+//! successful observation. Its summary was graded and stored when the
+//! observation was recorded ([`crate::record`]); readers take it from the
+//! store. Most observations change nothing, and the store records where
+//! tool sets changed, so a reader's cost follows the changes, not the
+//! observations. A summary the store lacks (a history recorded under
+//! another taxonomy, or by an older Plumbline) is graded in memory here and
+//! never written: readers do not write. [`backfill`] writes them, once, for
+//! a process that may (`plumbline serve` at start). The evidence of one
+//! change is computed when asked for, for that change only ([`change`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,117 +20,23 @@ use plumbline_store::{
     BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
 };
 use plumbline_taxonomy::json::{parse_tool, Value};
-use plumbline_taxonomy::{Classifier, RuleId, Severity, Taxonomy};
-use serde::Serialize;
+use plumbline_taxonomy::{Inventory, Severity};
 
-use crate::error::Failure;
+pub use crate::summary::{Changes, ToolChange};
+use crate::{Grader, HistoryError as Failure};
 
 /// How many tool set pairs the drift cache keeps before starting over.
 const CACHE_ENTRIES: usize = 4096;
 
-/// Who graded a stored drift summary, and in which encoding: a summary
-/// is used only by the grader that wrote it, so stored grades are keyed by
-/// taxonomy. Rule changes come with a new release (spec 7), and so with a
-/// new key. Summary v2: added tools graded by the drift policy.
-pub fn grader(taxonomy: Taxonomy) -> String {
-    format!(
-        "plumbline {}; {}, default imperatives; summary v2",
-        env!("CARGO_PKG_VERSION"),
-        taxonomy.id()
-    )
-}
-
-/// The grade of one tool's change, without its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolChange {
-    /// The tool's name (for a rename, the new name).
-    pub name: String,
-    #[serde(flatten)]
-    pub change: Change,
-    pub severity: Severity,
-    pub rules: Vec<RuleId>,
-}
-
-impl ToolChange {
-    pub fn of(t: &ToolDrift) -> ToolChange {
-        ToolChange {
-            name: t.name.clone(),
-            change: t.change.clone(),
-            severity: t.severity,
-            rules: t.classification.rules.clone(),
-        }
-    }
-}
-
-/// The changes of one observation: every tool that did not stay the same,
-/// worst first (the order of `plumbline_drift::Drift::tools`).
-#[derive(Debug, Default, PartialEq, Serialize)]
-pub struct Changes {
-    pub severity: Severity,
-    pub tools: Vec<ToolChange>,
-}
-
-impl Changes {
-    /// The stored form: this, as JSON.
-    fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
-
-    /// The stored form read back; `None` for anything else, which is then
-    /// graded again.
-    fn decode(bytes: &[u8]) -> Option<Changes> {
-        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-        let severity = v.get("severity")?.as_str()?.parse().ok()?;
-        let tools = v
-            .get("tools")?
-            .as_array()?
-            .iter()
-            .map(|t| {
-                let change = match t.get("kind")?.as_str()? {
-                    "added" => Change::Added,
-                    "removed" => Change::Removed,
-                    "changed" => Change::Changed,
-                    "unchanged" => Change::Unchanged,
-                    "renamed" => Change::Renamed {
-                        from: t.get("from")?.as_str()?.to_owned(),
-                    },
-                    _ => return None,
-                };
-                Some(ToolChange {
-                    name: t.get("name")?.as_str()?.to_owned(),
-                    change,
-                    severity: t.get("severity")?.as_str()?.parse().ok()?,
-                    rules: t
-                        .get("rules")?
-                        .as_array()?
-                        .iter()
-                        .map(|r| r.as_str()?.parse().ok())
-                        .collect::<Option<_>>()?,
-                })
-            })
-            .collect::<Option<_>>()?;
-        Some(Changes { severity, tools })
-    }
-}
-
-impl Changes {
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
-    }
-}
-
-/// Drift between two tool sets, by their digests.
+/// Summaries of drift between two tool sets, by their digests.
 ///
 /// Two generations: when the young one fills, it becomes the old one and
 /// the previous old one is dropped; a hit in the old generation moves to
 /// the young one. So what is in use survives a refill, and memory stays
 /// within twice [`CACHE_ENTRIES`].
-pub struct DriftCache {
-    /// [`grader`] of the taxonomy this cache's changes were graded with.
-    grader: String,
+#[derive(Default)]
+pub(crate) struct DriftCache {
     generations: Mutex<Generations>,
-    /// Graded here and not yet in the store (see [`DriftCache::save`]).
-    unsaved: Mutex<Vec<(SetPair, Arc<Changes>)>>,
 }
 
 /// A change between two tool sets, named by their digests (old, new).
@@ -146,16 +51,7 @@ struct Generations {
 }
 
 impl DriftCache {
-    /// An empty cache for changes graded with `taxonomy`.
-    pub fn new(taxonomy: Taxonomy) -> DriftCache {
-        DriftCache {
-            grader: grader(taxonomy),
-            generations: Mutex::default(),
-            unsaved: Mutex::default(),
-        }
-    }
-
-    fn get(&self, key: &(Digest, Digest)) -> Option<Arc<Changes>> {
+    fn get(&self, key: &SetPair) -> Option<Arc<Changes>> {
         let mut g = self
             .generations
             .lock()
@@ -168,44 +64,21 @@ impl DriftCache {
         Some(hit)
     }
 
-    fn put(&self, key: (Digest, Digest), changes: Arc<Changes>) {
+    pub(crate) fn put(&self, key: SetPair, changes: Arc<Changes>) {
         self.generations
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, changes);
     }
-
-    /// Writes what was graded since the last call to the store. Reads take
-    /// the store shared, so the caller that holds it for writing saves.
-    /// A summary that cannot be written (a read-only file) is graded again
-    /// by a later process; nothing else depends on it.
-    pub fn save(&self, store: &mut impl Store) {
-        let unsaved =
-            std::mem::take(&mut *self.unsaved.lock().unwrap_or_else(PoisonError::into_inner));
-        for ((old, new), changes) in unsaved {
-            if store
-                .put_drift_summary(&old, &new, &self.grader, &changes.encode())
-                .is_err()
-            {
-                return;
-            }
-        }
-    }
 }
 
 impl Generations {
-    fn insert(&mut self, key: (Digest, Digest), changes: Arc<Changes>) {
+    fn insert(&mut self, key: SetPair, changes: Arc<Changes>) {
         if self.young.len() >= CACHE_ENTRIES {
             self.old = std::mem::take(&mut self.young);
         }
         self.young.insert(key, changes);
     }
-}
-
-/// What the change computations need besides the store.
-pub struct Context<'a> {
-    pub classifier: &'a Classifier,
-    pub cache: &'a DriftCache,
 }
 
 /// A tool of a stored listing, parsed.
@@ -230,7 +103,7 @@ pub fn load_tools(
             continue;
         };
         let raw = store.raw_tool(&entry.raw_digest)?.ok_or_else(|| {
-            Failure::Internal(format!(
+            Failure::Inconsistent(format!(
                 "observation {id}: the raw bytes {} are missing from the store",
                 entry.raw_digest
             ))
@@ -267,7 +140,7 @@ fn versions(o: &Observation) -> Vec<(&str, Digest)> {
 /// The changes from `old` to `new`, two successful observations.
 pub fn changes_between(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     old: &ObservationSummary,
     new: &ObservationSummary,
 ) -> Result<Arc<Changes>, Failure> {
@@ -278,36 +151,63 @@ pub fn changes_between(
         return Ok(Arc::default());
     }
     let key = (old_set, new_set);
-    if let Some(hit) = ctx.cache.get(&key) {
+    if let Some(hit) = grader.cache.get(&key) {
         return Ok(hit);
     }
     if let Some(stored) = store
-        .drift_summary(&old_set, &new_set, &ctx.cache.grader)?
+        .drift_summary(&old_set, &new_set, grader.key())?
         .and_then(|bytes| Changes::decode(&bytes))
     {
         let stored = Arc::new(stored);
-        ctx.cache.put(key, Arc::clone(&stored));
+        grader.cache.put(key, Arc::clone(&stored));
         return Ok(stored);
     }
-    let tools = graded_between(store, ctx, old, new)?;
+    // Not recorded under this grader: grade it here, keep it in memory.
+    let tools = graded_between(store, grader, old, new)?;
     let changes = Arc::new(Changes {
         severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
         tools: tools.iter().map(ToolChange::of).collect(),
     });
-    ctx.cache.put(key, Arc::clone(&changes));
-    ctx.cache
-        .unsaved
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push((key, Arc::clone(&changes)));
+    grader.cache.put(key, Arc::clone(&changes));
     Ok(changes)
+}
+
+/// Writes the summary of every change of every server that the store lacks
+/// under `grader`'s key (a history recorded under another taxonomy, or by
+/// an older Plumbline), so that readers find them all. Returns how many it
+/// graded. For a process that may write (`plumbline serve` at start), not
+/// for a reader answering a request.
+pub fn backfill(store: &mut impl Store, grader: &Grader) -> Result<usize, Failure> {
+    let mut written = 0;
+    for server in store.servers()? {
+        for (new, old) in store.tool_set_changes(&server.name)? {
+            let (Some(old_set), Some(new_set)) = (old.tool_set, new.tool_set) else {
+                continue;
+            };
+            let stored = store
+                .drift_summary(&old_set, &new_set, grader.key())?
+                .and_then(|bytes| Changes::decode(&bytes));
+            if stored.is_some() {
+                continue;
+            }
+            let tools = graded_between(store, grader, &old, &new)?;
+            let changes = Changes {
+                severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
+                tools: tools.iter().map(ToolChange::of).collect(),
+            };
+            store.put_drift_summary(&old_set, &new_set, grader.key(), &changes.encode())?;
+            grader.cache.put((old_set, new_set), Arc::new(changes));
+            written += 1;
+        }
+    }
+    Ok(written)
 }
 
 /// Every tool that did not stay the same from `old` to `new`, graded with
 /// its evidence, worst first.
 fn graded_between(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     old: &ObservationSummary,
     new: &ObservationSummary,
 ) -> Result<Vec<ToolDrift>, Failure> {
@@ -321,20 +221,100 @@ fn graded_between(
     }
     let old_tools = load_tools(store, &old_obs)?;
     let new_tools = load_tools(store, &new_obs)?;
-    fn view(tools: &[LoadedTool]) -> Vec<Tool<'_>> {
-        tools
-            .iter()
-            .map(|t| Tool {
-                name: &t.name,
-                definition: &t.definition,
-            })
-            .collect()
+    grader.count();
+    Ok(
+        drift(&grader.classifier, &view(&old_tools), &view(&new_tools))
+            .tools
+            .into_iter()
+            .filter(|t| t.change != Change::Unchanged)
+            .collect(),
+    )
+}
+
+/// The drift between two successful observations, with every change's
+/// evidence (`plumbline diff`): graded here, since any two observations
+/// can be compared, not only consecutive ones.
+pub fn drift_between(
+    store: &impl Store,
+    grader: &Grader,
+    old: ObservationId,
+    new: ObservationId,
+) -> Result<plumbline_drift::Drift, Failure> {
+    let old_obs = read_observation(store, old)?;
+    let new_obs = read_observation(store, new)?;
+    for o in [&old_obs, &new_obs] {
+        if !o.summary.outcome.is_ok() {
+            return Err(Failure::Invalid(format!(
+                "observation {} of {:?} failed: it has no tools to compare",
+                o.summary.id, o.summary.server
+            )));
+        }
     }
-    Ok(drift(ctx.classifier, &view(&old_tools), &view(&new_tools))
+    let old_tools = load_tools(store, &old_obs)?;
+    let new_tools = load_tools(store, &new_obs)?;
+    grader.count();
+    Ok(drift(
+        &grader.classifier,
+        &view(&old_tools),
+        &view(&new_tools),
+    ))
+}
+
+/// A parsed listing as the drift reads it.
+fn view(tools: &[LoadedTool]) -> Vec<Tool<'_>> {
+    tools
+        .iter()
+        .map(|t| Tool {
+            name: &t.name,
+            definition: &t.definition,
+        })
+        .collect()
+}
+
+/// A server's successful observation: `at`, or the latest one.
+pub fn successful_observation(
+    store: &impl Store,
+    server: &str,
+    at: Option<ObservationId>,
+) -> Result<Observation, Failure> {
+    let id = match at {
+        Some(id) => id,
+        None => {
+            store
+                .latest_successful(server, None)?
+                .ok_or_else(|| {
+                    Failure::NotFound(format!("no successful observation of {server:?}"))
+                })?
+                .id
+        }
+    };
+    let o = observation_of(store, server, id)?;
+    if !o.summary.outcome.is_ok() {
+        return Err(Failure::Invalid(format!(
+            "observation {id} of {server:?} failed: it has no tools"
+        )));
+    }
+    Ok(o)
+}
+
+/// The bytes, exactly as the server sent them, of every tool called
+/// `tool` in an observation (more than one when the listing repeats the
+/// name), in listing order.
+pub fn tool_bytes(
+    store: &impl Store,
+    observation: &Observation,
+    tool: &str,
+) -> Result<Vec<Vec<u8>>, Failure> {
+    observation
         .tools
-        .into_iter()
-        .filter(|t| t.change != Change::Unchanged)
-        .collect())
+        .iter()
+        .filter(|t| t.name.as_deref() == Some(tool))
+        .map(|t| {
+            store.raw_tool(&t.raw_digest)?.ok_or_else(|| {
+                Failure::Inconsistent(format!("raw tool {} is missing", t.raw_digest))
+            })
+        })
+        .collect()
 }
 
 /// One observation of a timeline with its changes.
@@ -351,12 +331,12 @@ pub struct Step {
 /// observation whose tool set differs from the previous success's, with
 /// its changes. Reads the store's record of tool set changes, so it costs
 /// the number of changes, however many unchanged observations lie between.
-pub fn history(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<Vec<Step>, Failure> {
+pub fn history(store: &impl Store, grader: &Grader, server: &str) -> Result<Vec<Step>, Failure> {
     store
         .tool_set_changes(server)?
         .into_iter()
         .map(|(new, old)| {
-            let changes = changes_between(store, ctx, &old, &new)?;
+            let changes = changes_between(store, grader, &old, &new)?;
             Ok(Step {
                 summary: new,
                 previous: Some(old.id),
@@ -370,7 +350,7 @@ pub fn history(store: &impl Store, ctx: &Context<'_>, server: &str) -> Result<Ve
 /// changes, and whether older ones exist.
 pub fn recent(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     server: &str,
     limit: usize,
 ) -> Result<(Vec<Step>, bool), Failure> {
@@ -406,7 +386,7 @@ pub fn recent(
                 .map(|p| p.id)
         };
         let changes = match changed.get(&summary.id) {
-            Some(old) => changes_between(store, ctx, old, &summary)?,
+            Some(old) => changes_between(store, grader, old, &summary)?,
             None => Arc::default(),
         };
         last_ok = Some(summary.id);
@@ -437,7 +417,7 @@ pub fn observation_of(
 /// One observation with its changes.
 pub fn step(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     summary: &ObservationSummary,
 ) -> Result<Step, Failure> {
     if !summary.outcome.is_ok() {
@@ -449,7 +429,7 @@ pub fn step(
     }
     let previous = store.latest_successful(&summary.server, Some(summary.id))?;
     let changes = match &previous {
-        Some(prev) => changes_between(store, ctx, prev, summary)?,
+        Some(prev) => changes_between(store, grader, prev, summary)?,
         None => Arc::default(),
     };
     Ok(Step {
@@ -476,14 +456,19 @@ pub struct ChangeDetail {
     pub copies: Option<Vec<LoadedTool>>,
 }
 
-/// The change to `tool` at observation `id` of `server`.
-pub fn change(
+/// What grading the change to `tool` at observation `id` of `server`
+/// needs. Only that tool is read and parsed (its old and new versions, and
+/// the names of the new listing as siblings): a page about one small
+/// change of a listing that also holds a huge tool costs the small change.
+/// Only when either listing carries the name more than once is the whole
+/// drift graded here, to pair the copies as the drift does.
+pub fn change_inputs(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     server: &str,
     id: ObservationId,
     tool: &str,
-) -> Result<ChangeDetail, Failure> {
+) -> Result<ChangeInputs, Failure> {
     let observation = observation_of(store, server, id)?;
     let not_found = || {
         Failure::NotFound(format!(
@@ -496,24 +481,163 @@ pub fn change(
     let previous = store
         .latest_successful(server, Some(id))?
         .ok_or_else(not_found)?;
-    let drift = graded_between(store, ctx, &previous, &observation.summary)?
+    let summary = changes_between(store, grader, &previous, &observation.summary)?;
+    let change = summary
+        .tools
+        .iter()
+        .find(|t| t.name == tool)
+        .ok_or_else(not_found)?
+        .change
+        .clone();
+    let old_name = match &change {
+        Change::Renamed { from } => from.as_str(),
+        _ => tool,
+    };
+    let previous_obs = read_observation(store, previous.id)?;
+    let count = |o: &Observation, name: &str| {
+        o.tools
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(name))
+            .count()
+    };
+    let duplicated = [
+        count(&previous_obs, old_name),
+        count(&previous_obs, tool),
+        count(&observation, tool),
+        count(&observation, old_name),
+    ]
+    .iter()
+    .any(|n| *n > 1);
+    if duplicated {
+        let detail = change_among_copies(store, grader, observation, previous, previous_obs, tool)?;
+        return Ok(ChangeInputs(Inputs::Graded(Box::new(detail))));
+    }
+    let old = match change {
+        Change::Added => None,
+        _ => load_named(store, &previous_obs, old_name)?,
+    };
+    let new = match change {
+        Change::Removed => None,
+        _ => load_named(store, &observation, tool)?,
+    };
+    let siblings: Vec<String> = observation
+        .tools
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
+    Ok(ChangeInputs(Inputs::One(Box::new(One {
+        observation,
+        previous,
+        tool: tool.to_owned(),
+        change,
+        old,
+        new,
+        siblings,
+    }))))
+}
+
+/// What grading one change needs, read from the store: grading it
+/// ([`ChangeInputs::grade`]) needs no store, so a caller that shares its
+/// store connection grades after letting it go.
+pub struct ChangeInputs(Inputs);
+
+enum Inputs {
+    One(Box<One>),
+    /// A name listed more than once: graded while reading.
+    Graded(Box<ChangeDetail>),
+}
+
+/// One change of a tool listed once on each side.
+struct One {
+    observation: Observation,
+    previous: ObservationSummary,
+    tool: String,
+    change: Change,
+    old: Option<LoadedTool>,
+    new: Option<LoadedTool>,
+    siblings: Vec<String>,
+}
+
+impl ChangeInputs {
+    /// The change with its evidence.
+    pub fn grade(self, grader: &Grader) -> ChangeDetail {
+        let One {
+            observation,
+            previous,
+            tool,
+            change,
+            old,
+            new,
+            siblings,
+        } = match self.0 {
+            Inputs::One(one) => *one,
+            Inputs::Graded(detail) => return *detail,
+        };
+        let siblings = Inventory::empty().with_siblings(siblings);
+        grader.count();
+        let classification = match (&old, &new) {
+            (Some(o), Some(n)) => {
+                grader
+                    .classifier
+                    .classify_in(&o.definition, &n.definition, &siblings)
+            }
+            (None, Some(n)) => grader.classifier.classify_added(&n.definition, &siblings),
+            _ => plumbline_taxonomy::Classification::none(),
+        };
+        ChangeDetail {
+            drift: ToolDrift::graded(&tool, change, classification),
+            observation,
+            previous,
+            old,
+            new,
+            copies: None,
+        }
+    }
+}
+
+/// [`change_inputs`] and [`ChangeInputs::grade`] in one.
+pub fn change(
+    store: &impl Store,
+    grader: &Grader,
+    server: &str,
+    id: ObservationId,
+    tool: &str,
+) -> Result<ChangeDetail, Failure> {
+    Ok(change_inputs(store, grader, server, id, tool)?.grade(grader))
+}
+
+/// [`change`] when a name is listed more than once: the copies pair in
+/// listing order, as the drift pairs them, and the rest were added or
+/// removed.
+fn change_among_copies(
+    store: &impl Store,
+    grader: &Grader,
+    observation: Observation,
+    previous: ObservationSummary,
+    previous_obs: Observation,
+    tool: &str,
+) -> Result<ChangeDetail, Failure> {
+    let id = observation.summary.id;
+    let drift = graded_between(store, grader, &previous, &observation.summary)?
         .into_iter()
         .find(|t| t.name == tool)
-        .ok_or_else(not_found)?;
+        .ok_or_else(|| {
+            Failure::NotFound(format!(
+                "observation {id} of server {:?} has no change to tool {tool:?}",
+                observation.summary.server
+            ))
+        })?;
     let old_name = match &drift.change {
         Change::Renamed { from } => from.as_str(),
         _ => tool,
     };
-    let before = load_tools(store, &read_observation(store, previous.id)?)?;
+    let before = load_tools(store, &previous_obs)?;
     let after = load_tools(store, &observation)?;
     let named = |tools: &[LoadedTool], name: &str| -> Vec<LoadedTool> {
         tools.iter().filter(|t| t.name == name).cloned().collect()
     };
-    // Pick the copies the drift paired: with a name listed more than once,
-    // copies pair in listing order and the rest were added or removed.
     let (old_copies, new_copies) = (named(&before, old_name), named(&after, tool));
-    let siblings =
-        plumbline_taxonomy::Inventory::empty().with_siblings(after.iter().map(|t| t.name.as_str()));
+    let siblings = Inventory::empty().with_siblings(after.iter().map(|t| t.name.as_str()));
     let (old, new) = match &drift.change {
         Change::Added => (None, new_copies.get(named(&before, tool).len()).cloned()),
         Change::Removed => (old_copies.get(named(&after, tool).len()).cloned(), None),
@@ -526,7 +650,8 @@ pub fn change(
                 .iter()
                 .zip(&new_copies)
                 .position(|(a, b)| {
-                    ctx.classifier
+                    grader
+                        .classifier
                         .classify_in(&a.definition, &b.definition, &siblings)
                         == drift.classification
                 })
@@ -534,16 +659,44 @@ pub fn change(
             (old_copies.get(pair).cloned(), new_copies.get(pair).cloned())
         }
     };
-    let duplicated = named(&before, tool).len() > 1 || new_copies.len() > 1 || old_copies.len() > 1;
-    let copies = duplicated.then_some(new_copies);
     Ok(ChangeDetail {
         observation,
         previous,
         drift,
         old,
         new,
-        copies,
+        copies: Some(new_copies),
     })
+}
+
+/// The tool called `name` in a listing, parsed; `None` when it is not
+/// there or is malformed.
+fn load_named(
+    store: &impl Store,
+    observation: &Observation,
+    name: &str,
+) -> Result<Option<LoadedTool>, Failure> {
+    let Some(entry) = observation
+        .tools
+        .iter()
+        .find(|t| t.name.as_deref() == Some(name))
+    else {
+        return Ok(None);
+    };
+    let Some(canonical_digest) = entry.canonical_digest else {
+        return Ok(None);
+    };
+    let raw = store.raw_tool(&entry.raw_digest)?.ok_or_else(|| {
+        Failure::Inconsistent(format!(
+            "observation {}: the raw bytes {} are missing from the store",
+            observation.summary.id, entry.raw_digest
+        ))
+    })?;
+    Ok(parse_tool(&raw).ok().map(|definition| LoadedTool {
+        name: name.to_owned(),
+        canonical_digest,
+        definition,
+    }))
 }
 
 /// What accepting the change does to the baseline: the tool's new version
@@ -554,13 +707,13 @@ pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failur
     if detail.copies.is_some() {
         // A baseline holds one version per name; which copy a client shows
         // the model is not ours to guess.
-        return Err(Failure::BadRequest(format!(
+        return Err(Failure::Invalid(format!(
             "the listing carries {name:?} more than once, so no one version can be accepted; mark the change reviewed"
         )));
     }
     let set = || -> Result<BaselineEdit, Failure> {
         let new = detail.new.as_ref().ok_or_else(|| {
-            Failure::Internal(format!("the new version of tool {name:?} is missing"))
+            Failure::Inconsistent(format!("the new version of tool {name:?} is missing"))
         })?;
         Ok(BaselineEdit::Set {
             tool: name.clone(),
@@ -607,21 +760,21 @@ pub struct ServerOverview {
 }
 
 /// Every server, by name.
-pub fn overview(store: &impl Store, ctx: &Context<'_>) -> Result<Vec<ServerOverview>, Failure> {
+pub fn overview(store: &impl Store, grader: &Grader) -> Result<Vec<ServerOverview>, Failure> {
     store
         .servers()?
         .into_iter()
-        .map(|server| server_overview(store, ctx, server))
+        .map(|server| server_overview(store, grader, server))
         .collect()
 }
 
 /// One server's line of the overview.
 pub fn server_overview(
     store: &impl Store,
-    ctx: &Context<'_>,
+    grader: &Grader,
     server: Server,
 ) -> Result<ServerOverview, Failure> {
-    let steps = history(store, ctx, &server.name)?;
+    let steps = history(store, grader, &server.name)?;
     let reviewed: BTreeSet<(ObservationId, String)> =
         reviews(store, &server.name)?.into_keys().collect();
     let last = store.timeline(&server.name, 1)?.into_iter().next();
@@ -727,53 +880,6 @@ pub fn sort(rows: &mut [ServerOverview], by: Sort) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_stored_summary_reads_back_as_written() {
-        let tool =
-            |name: &str, change: Change, severity: Severity, rules: Vec<RuleId>| ToolChange {
-                name: name.into(),
-                change,
-                severity,
-                rules,
-            };
-        let changes = Changes {
-            severity: Severity::Critical,
-            tools: vec![
-                tool(
-                    "add\u{202e}\"",
-                    Change::Changed,
-                    Severity::Critical,
-                    vec![RuleId::R01, RuleId::R07],
-                ),
-                tool("new", Change::Added, Severity::High, vec![RuleId::R05]),
-                tool(
-                    "lookup_order",
-                    Change::Renamed {
-                        from: "lookup".into(),
-                    },
-                    Severity::Medium,
-                    vec![RuleId::R06],
-                ),
-                tool("gone", Change::Removed, Severity::None, Vec::new()),
-            ],
-        };
-        assert_eq!(Changes::decode(&changes.encode()), Some(changes));
-        assert_eq!(
-            Changes::decode(&Changes::default().encode()),
-            Some(Changes::default())
-        );
-        for broken in [
-            &b""[..],
-            b"[]",
-            br#"{"severity":"NONE"}"#,
-            br#"{"severity":"NONE","tools":[{"name":"x","kind":"moved","severity":"LOW","rules":[]}]}"#,
-            br#"{"severity":"NONE","tools":[{"name":"x","kind":"renamed","severity":"LOW","rules":[]}]}"#,
-            br#"{"severity":"NONE","tools":[{"name":"x","kind":"added","severity":"LOW","rules":["R99"]}]}"#,
-        ] {
-            assert_eq!(Changes::decode(broken), None, "{}", String::from_utf8_lossy(broken));
-        }
-    }
 
     fn row(
         name: &str,

@@ -1,0 +1,107 @@
+//! Plumbline's history: the one service layer above the store
+//! (`plumbline-store`) and the drift (`plumbline-drift`).
+//!
+//! Every listing is **recorded once and graded once**: [`record`] stores an
+//! observation with its problems, grades its drift against the server's
+//! previous successful observation under the configured taxonomy, and keeps
+//! each change's summary (tool, kind of change, severity, rules; keyed by
+//! the two tool sets and the [`Grader`]'s taxonomy) in the store. Every
+//! reader, the `log`, the dashboard, the watcher, reads those summaries and
+//! never grades again; evidence for one change is computed on demand, from
+//! the stored raw bytes, by the same code ([`read::change`]).
+//!
+//! Only this crate calls the classifier for stored observations. It does
+//! no network I/O and holds no connection: callers pass the store.
+//!
+//! - [`record`]: recording observations and grading their drift.
+//! - [`read`]: timelines, changes, overviews, reviews and baselines.
+//! - [`summary`]: the stored form of a drift's grades.
+
+pub mod read;
+pub mod record;
+pub mod summary;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use plumbline_store::StoreError;
+use plumbline_taxonomy::{Classifier, Taxonomy};
+
+pub use read::{Changes, ToolChange};
+pub use record::{record, Observed, Recorded};
+
+/// Why a history operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    /// What was asked for is not in the history.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request cannot be carried out as asked.
+    #[error("{0}")]
+    Invalid(String),
+    /// The store is not as the history left it.
+    #[error("{0}")]
+    Inconsistent(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The grader of a history: the classifier of one taxonomy, the key its
+/// stored summaries are filed under, a cache of summaries already read,
+/// and a count of the drifts it graded (so that tests and `/metrics` can
+/// tell reading from grading).
+pub struct Grader {
+    classifier: Classifier,
+    key: String,
+    cache: read::DriftCache,
+    graded: AtomicUsize,
+}
+
+impl Grader {
+    /// A grader for `taxonomy` with its built-in lists.
+    pub fn new(taxonomy: Taxonomy) -> Grader {
+        Grader::with_classifier(Classifier::for_taxonomy(taxonomy))
+    }
+
+    pub fn with_classifier(classifier: Classifier) -> Grader {
+        Grader {
+            key: summary_key(classifier.taxonomy()),
+            classifier,
+            cache: read::DriftCache::default(),
+            graded: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn taxonomy(&self) -> Taxonomy {
+        self.classifier.taxonomy()
+    }
+
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+
+    /// The key stored summaries are filed under.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// How many drifts between two listings this grader has graded.
+    pub fn graded(&self) -> usize {
+        self.graded.load(Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.graded.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Who graded a stored drift summary, and in which encoding: a summary is
+/// used only by the grader that wrote it, so stored grades are keyed by
+/// taxonomy. Rule changes come with a new release (spec 7), and so with a
+/// new key. Summary v2: added tools graded by the drift policy.
+pub fn summary_key(taxonomy: Taxonomy) -> String {
+    format!(
+        "plumbline {}; {}, default imperatives; summary v2",
+        env!("CARGO_PKG_VERSION"),
+        taxonomy.id()
+    )
+}

@@ -1,0 +1,209 @@
+//! Recording observations: each listing stored once, its drift graded once
+//! against the server's previous successful observation, and the grades'
+//! summary kept in the store for every reader.
+
+use plumbline_drift::{drift_among, Change, Drift, Tool, ToolDrift};
+use plumbline_store::{NewObservation, ObservationId, Problem, Store};
+use plumbline_taxonomy::json::{parse_tool, Value};
+use plumbline_taxonomy::Classification;
+
+use crate::read::load_tools;
+use crate::{Changes, Grader, HistoryError};
+
+/// One observation to record: what was observed of a server, and how the
+/// server is reached (its identity, a JSON object holding no secret).
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub identity: String,
+    pub observation: NewObservation,
+}
+
+/// What recording one observation found.
+#[derive(Debug)]
+pub struct Recorded {
+    pub server: String,
+    pub observation: ObservationId,
+    /// Why the server could not be observed, for a failure.
+    pub error: Option<String>,
+    /// How many tools were listed.
+    pub tools: usize,
+    /// Problems recorded with the observation (malformed tools, duplicate
+    /// names, tools without a name, …).
+    pub problems: Vec<Problem>,
+    /// The observation drift is measured against: the server's previous
+    /// successful one (none for a first or failed observation).
+    pub previous: Option<ObservationId>,
+    /// The drift since `previous`, with its evidence.
+    pub drift: Option<Drift>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+}
+
+impl Recorded {
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    pub fn severity(&self) -> plumbline_taxonomy::Severity {
+        self.drift
+            .as_ref()
+            .map_or_else(Default::default, |d| d.severity)
+    }
+}
+
+/// The drift of a listing whose tool set did not change.
+fn unchanged(observation: &NewObservation) -> Drift {
+    let mut tools: Vec<ToolDrift> = observation
+        .tools
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .map(|name| ToolDrift::graded(name, Change::Unchanged, Classification::none()))
+        .collect();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for t in &tools {
+        *counts.entry(t.name.as_str()).or_default() += 1;
+    }
+    let duplicates = counts
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(name, n)| plumbline_drift::Duplicate {
+            name: name.to_owned(),
+            old_count: n,
+            new_count: n,
+        })
+        .collect();
+    Drift {
+        severity: plumbline_taxonomy::Severity::None,
+        tools,
+        duplicates,
+    }
+}
+
+/// The named, well-formed tools of a listing about to be recorded, parsed
+/// once for the drift.
+fn parsed(observation: &NewObservation) -> Vec<(String, Value)> {
+    observation
+        .tools
+        .iter()
+        .filter_map(|t| Some((t.name.clone()?, parse_tool(&t.raw).ok()?)))
+        .collect()
+}
+
+/// Records each observation of `batch` (in order) and grades its drift
+/// against the server's previous successful observation, knowing the tool
+/// names of the batch's other servers; keeps each drift's summary in the
+/// store under `grader`'s key. A failure is recorded as a failure, never as
+/// "every tool removed".
+pub fn record(
+    store: &mut impl Store,
+    grader: &Grader,
+    batch: Vec<Observed>,
+) -> Result<Vec<Recorded>, HistoryError> {
+    let names: Vec<(String, Vec<String>)> = batch
+        .iter()
+        .map(|o| {
+            let n = &o.observation;
+            (
+                n.server.clone(),
+                n.tools.iter().filter_map(|t| t.name.clone()).collect(),
+            )
+        })
+        .collect();
+    // Registering a server is a write; most observations find it as it was.
+    let mut identities: std::collections::HashMap<String, String> = store
+        .servers()?
+        .into_iter()
+        .map(|s| (s.name, s.identity))
+        .collect();
+    let mut out = Vec::with_capacity(batch.len());
+    for o in batch {
+        let n = &o.observation;
+        let foreign: Vec<String> = names
+            .iter()
+            .filter(|(s, _)| *s != n.server)
+            .flat_map(|(_, names)| names.iter().cloned())
+            .collect();
+        let known = identities.get(&n.server).is_some_and(|i| {
+            plumbline_store::canonicalize(o.identity.as_bytes()).is_ok_and(|c| c == i.as_bytes())
+        });
+        if !known {
+            store.put_server(&n.server, &o.identity)?;
+            let canonical = plumbline_store::canonicalize(o.identity.as_bytes())
+                .map(|c| String::from_utf8_lossy(&c).into_owned())
+                .unwrap_or_default();
+            identities.insert(n.server.clone(), canonical);
+        }
+        let id = store.record_observation(n)?;
+        let vanished =
+            || HistoryError::Inconsistent(format!("observation {id} vanished after recording"));
+        let summary = store.observation_summary(id)?.ok_or_else(vanished)?;
+        let problems = if summary.problem_count == 0 {
+            Vec::new()
+        } else {
+            store.observation(id)?.ok_or_else(vanished)?.problems
+        };
+        let mut r = Recorded {
+            server: n.server.clone(),
+            observation: id,
+            error: match &n.outcome {
+                plumbline_store::Outcome::Failed { error } => Some(error.clone()),
+                plumbline_store::Outcome::Ok => None,
+            },
+            tools: n.tools.len(),
+            problems,
+            previous: None,
+            drift: None,
+            started_at_ms: n.started_at_ms,
+            finished_at_ms: n.finished_at_ms,
+        };
+        if n.outcome.is_ok() {
+            if let Some(prev) = store.latest_successful(&n.server, Some(id))? {
+                if prev.tool_set == summary.tool_set {
+                    // The same tool set: every tool unchanged, nothing to
+                    // parse or grade.
+                    r.previous = Some(prev.id);
+                    r.drift = Some(unchanged(n));
+                    out.push(r);
+                    continue;
+                }
+                let new_tools = parsed(n);
+                let old_obs = store.observation(prev.id)?.ok_or_else(|| {
+                    HistoryError::Inconsistent(format!("observation {} is missing", prev.id))
+                })?;
+                let old = load_tools(store, &old_obs)?;
+                let view_old: Vec<Tool<'_>> = old
+                    .iter()
+                    .map(|t| Tool {
+                        name: &t.name,
+                        definition: &t.definition,
+                    })
+                    .collect();
+                let view_new: Vec<Tool<'_>> = new_tools
+                    .iter()
+                    .map(|(name, definition)| Tool { name, definition })
+                    .collect();
+                grader.count();
+                let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign);
+                if let (Some(old_set), Some(new_set)) = (prev.tool_set, summary.tool_set) {
+                    if old_set != new_set {
+                        let summary = Changes::of(&d);
+                        store.put_drift_summary(
+                            &old_set,
+                            &new_set,
+                            grader.key(),
+                            &summary.encode(),
+                        )?;
+                        grader
+                            .cache
+                            .put((old_set, new_set), std::sync::Arc::new(summary));
+                    }
+                }
+                r.previous = Some(prev.id);
+                r.drift = Some(d);
+            }
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
