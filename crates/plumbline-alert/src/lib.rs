@@ -1,8 +1,9 @@
 //! Alerts on drift: what a watcher sends when a server changes what it
 //! tells the model, and the channels it sends it on.
 //!
-//! - [`Alert`]: server, tool, severity, rules, evidence (server text
-//!   sanitised), and a dashboard link when one is configured.
+//! - [`Alert`]: one per observation and channel: the server, every changed
+//!   tool with its severity, rules and evidence, worst first, and a
+//!   dashboard link when one is configured.
 //! - [`sign`]: `X-Plumbline-Signature: sha256=<hex>`, an HMAC-SHA256 over
 //!   the exact body bytes with a shared secret, so a receiver can verify
 //!   who sent it and that it was not altered.
@@ -29,7 +30,7 @@ pub const SIGNATURE_HEADER: &str = "X-Plumbline-Signature";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AlertKind {
-    /// A tool changed (or appeared, or was renamed) at or above the
+    /// Tools changed (or appeared, or were renamed) at or above the
     /// channel's minimum severity.
     Drift,
     /// The server could not be observed (once per failure streak).
@@ -38,26 +39,27 @@ pub enum AlertKind {
     Recovery,
 }
 
-/// One alert, as every channel sends it.
+/// One alert: everything one observation tells one channel. A drift alert
+/// lists every changed tool the channel wants, worst first.
+///
+/// JSON carries names and evidence as the server sent them (JSON escapes
+/// what it must; a receiver escapes for wherever it shows them); the
+/// human summary and Slack text are sanitised for display.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
     pub kind: AlertKind,
     pub server: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool: Option<String>,
-    /// `added`, `changed`, `renamed`, `removed`, for drift.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub change: Option<String>,
+    /// The worst severity among `tools`; NONE for failures and recoveries.
     pub severity: Severity,
-    pub rules: Vec<RuleId>,
-    /// One line per piece of evidence, sanitised.
-    pub evidence: Vec<String>,
+    /// The changed tools, worst first (empty unless `kind` is drift).
+    pub tools: Vec<ToolAlert>,
     /// Why the server could not be observed, for failures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The observation that produced the alert.
     pub observation: i64,
-    /// A dashboard page for the change, when a dashboard URL is configured.
+    /// A dashboard page for the observation, when a dashboard URL is
+    /// configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
     /// The taxonomy that graded a drift alert.
@@ -65,50 +67,115 @@ pub struct Alert {
     pub taxonomy: Option<Taxonomy>,
 }
 
+/// One changed tool within a drift alert.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolAlert {
+    /// The tool's name, as the server sent it.
+    pub tool: String,
+    /// `added`, `changed`, `renamed` or `removed`.
+    pub change: &'static str,
+    /// The tool's earlier name, for a rename.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    pub severity: Severity,
+    pub rules: Vec<RuleId>,
+    /// One line per piece of evidence: rule, pointer, message.
+    pub evidence: Vec<String>,
+}
+
+impl ToolAlert {
+    /// The alert line of one graded tool.
+    pub fn of(t: &plumbline_drift::ToolDrift) -> ToolAlert {
+        use plumbline_drift::Change;
+        ToolAlert {
+            tool: t.name.clone(),
+            change: t.change.kind(),
+            from: match &t.change {
+                Change::Renamed { from } => Some(from.clone()),
+                _ => None,
+            },
+            severity: t.severity,
+            rules: t.classification.rules.clone(),
+            evidence: t
+                .classification
+                .evidence
+                .iter()
+                .map(|e| format!("{} {}: {}", e.rule, e.pointer, e.message()))
+                .collect(),
+        }
+    }
+
+    /// `add changed CRITICAL (R02)`, sanitised.
+    fn line(&self) -> String {
+        let rules: Vec<&str> = self.rules.iter().map(|r| r.as_str()).collect();
+        let change = match &self.from {
+            Some(from) => format!("renamed from {}", for_terminal(from, false)),
+            None => self.change.to_owned(),
+        };
+        let rules = if rules.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", rules.join(", "))
+        };
+        format!(
+            "{} {change} {}{rules}",
+            for_terminal(&self.tool, false),
+            self.severity
+        )
+    }
+}
+
 impl Alert {
-    /// Alerts for the tools of `drift` at or above `minimum`, worst first.
-    /// Server-supplied text (names, evidence) is sanitised.
-    pub fn from_drift(
+    /// A drift alert listing `tools` (sorted here: worst first, then by
+    /// name).
+    pub fn drift<'a>(
         server: &str,
         observation: i64,
-        drift: &plumbline_drift::Drift,
-        minimum: Severity,
+        tools: impl IntoIterator<Item = &'a plumbline_drift::ToolDrift>,
         taxonomy: Taxonomy,
-    ) -> Vec<Alert> {
-        use plumbline_drift::Change;
-        drift
-            .changes()
-            .filter(|t| !matches!(t.change, Change::Removed) && t.severity >= minimum)
-            .filter(|t| !t.classification.rules.is_empty() || t.is_new_for_review())
-            .map(|t| Alert {
-                kind: AlertKind::Drift,
-                server: for_terminal(server, false),
-                tool: Some(for_terminal(&t.name, false)),
-                change: Some(match &t.change {
-                    Change::Added => "added".into(),
-                    Change::Changed => "changed".into(),
-                    Change::Renamed { from } => {
-                        format!("renamed from {}", for_terminal(from, false))
-                    }
-                    Change::Removed => "removed".into(),
-                    Change::Unchanged => "unchanged".into(),
-                }),
-                severity: t.severity,
-                rules: t.classification.rules.clone(),
-                evidence: t
-                    .classification
-                    .evidence
-                    .iter()
-                    .map(|e| {
-                        for_terminal(&format!("{} {}: {}", e.rule, e.pointer, e.message()), false)
-                    })
-                    .collect(),
-                error: None,
-                observation,
-                link: None,
-                taxonomy: Some(taxonomy),
-            })
-            .collect()
+    ) -> Alert {
+        let mut tools: Vec<ToolAlert> = tools.into_iter().map(ToolAlert::of).collect();
+        tools.sort_by(|a, b| {
+            b.severity
+                .cmp(&a.severity)
+                .then_with(|| a.tool.cmp(&b.tool))
+        });
+        Alert {
+            kind: AlertKind::Drift,
+            server: server.to_owned(),
+            severity: tools.first().map_or(Severity::None, |t| t.severity),
+            tools,
+            error: None,
+            observation,
+            link: None,
+            taxonomy: Some(taxonomy),
+        }
+    }
+
+    /// The server could not be observed.
+    pub fn failure(server: &str, observation: i64, error: &str) -> Alert {
+        Alert {
+            error: Some(error.to_owned()),
+            ..Alert::about(AlertKind::Failure, server, observation)
+        }
+    }
+
+    /// The server was observed again after failing.
+    pub fn recovery(server: &str, observation: i64) -> Alert {
+        Alert::about(AlertKind::Recovery, server, observation)
+    }
+
+    fn about(kind: AlertKind, server: &str, observation: i64) -> Alert {
+        Alert {
+            kind,
+            server: server.to_owned(),
+            severity: Severity::None,
+            tools: Vec::new(),
+            error: None,
+            observation,
+            link: None,
+            taxonomy: None,
+        }
     }
 
     /// The JSON body every channel but Slack sends.
@@ -116,51 +183,113 @@ impl Alert {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// A one-line summary for people.
+    /// A one-line summary for people, sanitised.
     pub fn summary(&self) -> String {
+        let server = for_terminal(&self.server, false);
         match self.kind {
             AlertKind::Drift => {
-                let rules: Vec<&str> = self.rules.iter().map(|r| r.as_str()).collect();
                 let graded = match self.taxonomy {
                     Some(t) => format!(" under {t}"),
                     None => String::new(),
                 };
-                format!(
-                    "{}: {} {} {} ({}){graded}",
-                    self.server,
-                    self.tool.as_deref().unwrap_or("?"),
-                    self.change.as_deref().unwrap_or("changed"),
-                    self.severity,
-                    rules.join(", ")
-                )
+                match self.tools.as_slice() {
+                    [one] => format!("{server}: {}{graded}", one.line()),
+                    tools => format!(
+                        "{server}: {} tools changed, worst {}{graded}",
+                        tools.len(),
+                        self.severity
+                    ),
+                }
             }
             AlertKind::Failure => format!(
-                "{}: could not be observed: {}",
-                self.server,
-                self.error.as_deref().unwrap_or("unknown error")
+                "{server}: could not be observed: {}",
+                for_terminal(self.error.as_deref().unwrap_or("unknown error"), false)
             ),
-            AlertKind::Recovery => format!("{}: observed again", self.server),
+            AlertKind::Recovery => format!("{server}: observed again"),
         }
     }
 
-    /// A Slack-compatible incoming-webhook payload.
+    /// A Slack-compatible incoming-webhook payload: Block Kit with every
+    /// piece of server text in `plain_text` (never read as mrkdwn), the
+    /// worst tools first, and a plain fallback `text` for notifications.
     pub fn slack_body(&self) -> Vec<u8> {
-        let mut text = format!("*Plumbline*: {}", slack_escape(&self.summary()));
-        for e in self.evidence.iter().take(10) {
-            text.push_str(&format!("\n• {}", slack_escape(e)));
+        use serde_json::json;
+        let plain = |text: String| json!({"type": "plain_text", "text": text, "emoji": false});
+        let mut blocks = vec![json!({
+            "type": "header",
+            "text": plain(clip(&format!("Plumbline: {}", self.summary()), SLACK_HEADER))
+        })];
+        for t in self.tools.iter().take(SLACK_TOOLS) {
+            let mut text = t.line();
+            for e in t.evidence.iter().take(SLACK_EVIDENCE) {
+                text.push_str("\n• ");
+                text.push_str(&for_terminal(e, false));
+            }
+            if t.evidence.len() > SLACK_EVIDENCE {
+                text.push_str(&format!("\n… {} more", t.evidence.len() - SLACK_EVIDENCE));
+            }
+            blocks.push(json!({"type": "section", "text": plain(clip(&text, SLACK_SECTION))}));
+        }
+        if self.tools.len() > SLACK_TOOLS {
+            blocks.push(json!({"type": "context", "elements": [plain(format!(
+                "… and {} more tools",
+                self.tools.len() - SLACK_TOOLS
+            ))]}));
+        }
+        if let Some(error) = &self.error {
+            blocks.push(json!({"type": "section", "text": plain(clip(&for_terminal(error, false), SLACK_SECTION))}));
         }
         if let Some(link) = &self.link {
-            text.push_str(&format!("\n<{}|Review the change>", slack_escape(link)));
+            blocks.push(json!({"type": "section", "text": {
+                "type": "mrkdwn",
+                "text": format!("<{}|Review on the dashboard>", slack_escape(link))
+            }}));
         }
-        serde_json::to_vec(&serde_json::json!({"text": text})).unwrap_or_default()
+        let text = format!("Plumbline: {}", self.summary());
+        serde_json::to_vec(&json!({
+            "text": slack_escape(&text),
+            "mrkdwn": false,
+            "blocks": blocks
+        }))
+        .unwrap_or_default()
     }
 }
 
-/// Slack's three control characters in message text.
+/// Slack's limits: a header's text, a section's text, and how many tools
+/// and evidence lines per tool a message shows (Slack takes 50 blocks).
+const SLACK_HEADER: usize = 150;
+const SLACK_SECTION: usize = 3000;
+const SLACK_TOOLS: usize = 40;
+const SLACK_EVIDENCE: usize = 5;
+
+/// `s` cut to at most `max` characters, marked when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Slack's three control characters in message text, and its mrkdwn
+/// markers, which cannot be escaped: each is followed by a zero-width
+/// space so that no server text turns into formatting.
 fn slack_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '*' | '_' | '`' | '~' => {
+                out.push(c);
+                out.push('\u{200b}');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// `sha256=<hex>`: HMAC-SHA256 of `body` under `secret`.
@@ -404,23 +533,16 @@ mod tests {
 
     #[test]
     fn slack_text_is_escaped() {
-        let alert = Alert {
-            kind: AlertKind::Failure,
-            server: "s".into(),
-            tool: None,
-            change: None,
-            severity: Severity::None,
-            rules: vec![],
-            evidence: vec![],
-            error: Some("<!channel> & co".into()),
-            observation: 1,
-            link: None,
-            taxonomy: None,
-        };
+        let alert = Alert::failure("s", 1, "<!channel> & *co*");
         let v: serde_json::Value = serde_json::from_slice(&alert.slack_body()).unwrap();
         assert_eq!(
             v["text"],
-            "*Plumbline*: s: could not be observed: &lt;!channel&gt; &amp; co"
+            "Plumbline: s: could not be observed: &lt;!channel&gt; &amp; *\u{200b}co*\u{200b}"
         );
+        assert_eq!(v["mrkdwn"], false);
+        // Server text sits in plain_text blocks only.
+        for block in v["blocks"].as_array().unwrap() {
+            assert_eq!(block["text"]["type"], "plain_text", "{block}");
+        }
     }
 }

@@ -85,7 +85,21 @@ fn rug_pull_alerts(minimum: Severity) -> Vec<Alert> {
         &tools("add", &old, "sub", &cosmetic_old),
         &tools("add", &new, "sub", &cosmetic_new),
     );
-    Alert::from_drift("shop", 7, &drift, minimum, plumbline_taxonomy::Taxonomy::V1)
+    // One alert per observation, listing the tools at or above the
+    // minimum that a rule fired on (the history's policy).
+    let tools: Vec<_> = drift
+        .changes()
+        .filter(|t| t.severity >= minimum && !t.classification.rules.is_empty())
+        .collect();
+    if tools.is_empty() {
+        return Vec::new();
+    }
+    vec![Alert::drift(
+        "shop",
+        7,
+        tools,
+        plumbline_taxonomy::Taxonomy::V1,
+    )]
 }
 
 fn quick() -> Retry {
@@ -122,9 +136,11 @@ async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
     assert!(verify(b"s3cret", body, sig.as_deref().expect("signed")));
     let v: serde_json::Value = serde_json::from_slice(body).unwrap();
     assert_eq!(v["server"], "shop");
-    assert_eq!(v["tool"], "add");
     assert_eq!(v["severity"], "CRITICAL");
-    assert_eq!(v["rules"], serde_json::json!(["R02"]));
+    assert_eq!(v["tools"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["tools"][0]["tool"], "add");
+    assert_eq!(v["tools"][0]["change"], "changed");
+    assert_eq!(v["tools"][0]["rules"], serde_json::json!(["R02"]));
     assert_eq!(v["observation"], 7);
 }
 
@@ -198,7 +214,7 @@ async fn a_command_hook_reads_the_alert_on_stdin_with_only_its_environment() {
         .await
         .expect("hook ran");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(v["tool"], "add");
+    assert_eq!(v["tools"][0]["tool"], "add");
     // Nothing of this process's environment (CARGO_*, say) reaches the
     // hook but what the Hook lists; `sh` itself adds PWD, SHLVL and `_`.
     let env = std::fs::read_to_string(&env_out).unwrap();

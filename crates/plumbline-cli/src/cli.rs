@@ -163,9 +163,26 @@ pub struct WatchArgs {
     pub config: ConfigArg,
     #[command(flatten)]
     pub store: StoreArg,
-    /// Observe every server once, deliver pending alerts, and exit.
+    /// Observe every server once, record, make one delivery attempt at
+    /// every due alert, print a summary like `observe`, and exit.
     #[arg(long)]
     pub once: bool,
+    /// With --once: the summary's format.
+    #[arg(long, value_enum, default_value_t = Format::Human, requires = "once")]
+    pub format: Format,
+    /// How the watcher logs (to standard error): one line per
+    /// observation, per alert delivered or failed, and per reload.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How the watcher logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per line per event.
+    Json,
 }
 
 #[derive(Debug, Args)]

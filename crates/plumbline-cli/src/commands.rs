@@ -20,11 +20,16 @@ use plumbline_history::{read, Grader};
 use plumbline_store::time::utc;
 
 pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
-    let path = match path {
+    let path = store_path(path)?;
+    SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
+}
+
+/// The store file: `path` when given, else the default.
+pub fn store_path(path: Option<&Path>) -> Result<std::path::PathBuf> {
+    Ok(match path {
         Some(p) => p.to_path_buf(),
         None => plumbline_store::default_path()?,
-    };
-    SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
+    })
 }
 
 /// The async runtime the commands that talk to servers run on.
@@ -74,9 +79,16 @@ pub fn observe_servers(
         }
     }
     let reports = record(store, &Grader::new(taxonomy), collected)?;
+    print_reports(&reports, taxonomy, format)?;
+    Ok(outcome_of(&reports, fail_on))
+}
+
+/// What `observe` (and `watch --once`) recorded, for people or as one
+/// JSON document.
+pub fn print_reports(reports: &[Report], taxonomy: Taxonomy, format: Format) -> Result<()> {
     let mut out = io::stdout().lock();
     match format {
-        Format::Human => render::observe_reports(&mut out, &reports, taxonomy)?,
+        Format::Human => render::observe_reports(&mut out, reports, taxonomy)?,
         Format::Json => {
             serde_json::to_writer(
                 &mut out,
@@ -86,7 +98,7 @@ pub fn observe_servers(
         }
     }
     out.flush()?;
-    Ok(outcome_of(&reports, fail_on))
+    Ok(())
 }
 
 /// 2 when any server could not be observed (the others were still

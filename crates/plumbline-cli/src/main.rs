@@ -4,20 +4,20 @@
 mod classify;
 mod cli;
 mod commands;
-mod config;
 mod demo;
 mod discover;
 mod evaluate;
 mod exit;
 mod gate;
 mod lock;
-mod metrics;
-mod observe;
 mod render;
 mod report;
 mod serve;
 mod tools_input;
 mod watch;
+
+use plumbline_config as config;
+use plumbline_watch::observe;
 
 use std::io::Write;
 use std::process::ExitCode;

@@ -190,6 +190,20 @@ pub fn observe_reports(
                 r.tools, r.observation
             )?,
         }
+        for p in &r.problems {
+            let at = p.position.map(|i| format!(" at {i}")).unwrap_or_default();
+            let tool = p
+                .tool
+                .as_deref()
+                .map(|t| format!(" ({})", for_terminal(t, false)))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  problem: {}{at}{tool}: {}",
+                p.kind,
+                for_terminal(&p.message, false)
+            )?;
+        }
     }
     Ok(())
 }

@@ -432,3 +432,67 @@ fn ctrl_c_mid_observation_reaps_the_servers_it_started() {
     }
     assert!(left.is_empty(), "still running after Ctrl-C: {left:?}");
 }
+
+/// A valid tool object without a `name` is kept, recorded as a problem of
+/// the listing, and shown by `observe` (text and JSON) and the dashboard.
+#[test]
+fn a_tool_without_a_name_is_a_recorded_problem_observe_shows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::write(
+        d.join("phases.json"),
+        r#"[[{"name":"add","description":"Adds.","inputSchema":{"type":"object"}},{"description":"No name here.","inputSchema":{"type":"object"}}]]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.odd]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--phases\", \"phases.json\"]\ncwd = {:?}\n",
+            common::test_server(),
+            d
+        ),
+    )
+    .unwrap();
+    let o = plumbline(
+        d,
+        &["observe", "--config", "plumbline.toml", "--store", "p.db"],
+    );
+    let out = text(&o);
+    assert!(
+        out.contains("odd: ok, 2 tools") && out.contains("problem: malformed_tool at 1"),
+        "{out}"
+    );
+    let o = plumbline(
+        d,
+        &[
+            "observe",
+            "--config",
+            "plumbline.toml",
+            "--store",
+            "p.db",
+            "--format",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let problems = &v["servers"][0]["problems"];
+    assert_eq!(problems[0]["kind"], "malformed_tool", "{v}");
+    assert_eq!(problems[0]["position"], 1);
+
+    let dashboard = common::Dashboard::start(d);
+    let page = common::http(
+        "GET",
+        &format!(
+            "{}/servers/odd/observations/1",
+            dashboard.url.trim_end_matches('/')
+        ),
+    )
+    .expect("page");
+    assert_eq!(page.0, 200);
+    assert!(
+        page.1.contains("Problems") && page.1.contains("malformed_tool"),
+        "{}",
+        page.1
+    );
+    dashboard.stop();
+}

@@ -184,8 +184,12 @@ async fn overview(
         .get("sort")
         .and_then(|s| Sort::parse(s))
         .unwrap_or(Sort::Drift);
-    let mut rows = state
-        .with_store(|store, inner| Ok(changes::overview(&*store, &inner.grader)?))
+    let (mut rows, failed_alerts) = state
+        .with_store(|store, inner| {
+            let rows = changes::overview(&*store, &inner.grader)?;
+            let failed = plumbline_store::Store::failed_alerts(&*store, FAILED_ALERTS_SHOWN)?;
+            Ok((rows, failed))
+        })
         .await?;
     changes::sort(&mut rows, by);
     let sort_link = |s: Sort, label: &str| {
@@ -234,9 +238,33 @@ async fn overview(
                     }
                 }
             }
+            @if !failed_alerts.is_empty() {
+                section.failed-alerts {
+                    h2 { "Alerts not delivered" }
+                    p { "The watcher gave up on these after their last attempt (or their channel is no longer configured); they are kept, not retried." }
+                    table {
+                        thead { tr { th { "Failed" } th { "Channel" } th { "Server" } th { "Alert" } th.num { "Attempts" } th { "Last error" } } }
+                        tbody {
+                            @for a in &failed_alerts {
+                                tr {
+                                    td { @if let Some(at) = a.failed_at_ms { time { (utc(at)) } } }
+                                    td { (line(&a.channel)) }
+                                    td { a href=(links::observation(&a.server, a.observation)) { (line(&a.server)) } }
+                                    td { (line(&a.key)) }
+                                    td.num { (a.attempts) }
+                                    td { (line(a.last_error.as_deref().unwrap_or(""))) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         },
     ))
 }
+
+/// The most recent failed alerts the overview lists.
+const FAILED_ALERTS_SHOWN: u32 = 50;
 
 async fn stylesheet() -> impl IntoResponse {
     (

@@ -1233,3 +1233,39 @@ async fn stored_grades_are_keyed_by_taxonomy() {
         "{page}"
     );
 }
+
+#[tokio::test]
+async fn alerts_the_watcher_gave_up_on_are_listed_on_the_overview_escaped() {
+    use plumbline_store::{NewAlert, Store};
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let quiet = get(&router, "/").await;
+    assert!(!quiet.body.contains("Alerts not delivered"), "none yet");
+    {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        let id = store
+            .enqueue_alert(&NewAlert {
+                server: "acme".into(),
+                observation: fx.second,
+                channel: "sec<b>urity".into(),
+                key: "drift".into(),
+                body: b"{}".to_vec(),
+                created_at_ms: T0,
+            })
+            .expect("enqueue")
+            .expect("new");
+        store
+            .mark_alert_failed(id, "HTTP 503 <script>x</script>", T0 + 1, None)
+            .expect("given up");
+    }
+    let a = get(&router, "/").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.body.contains("Alerts not delivered"), "{}", a.body);
+    assert!(
+        a.body.contains("HTTP 503 &lt;script&gt;x&lt;/script&gt;"),
+        "{}",
+        a.body
+    );
+    assert!(a.body.contains("sec&lt;b&gt;urity"));
+    assert!(!a.body.contains("<script>x"));
+}

@@ -35,7 +35,7 @@ pub struct Tool<'a> {
 }
 
 /// What happened to one tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Change {
     Added,

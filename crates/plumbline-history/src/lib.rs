@@ -16,7 +16,9 @@
 //! - [`record`]: recording observations and grading their drift.
 //! - [`read`]: timelines, changes, overviews, reviews and baselines.
 //! - [`summary`]: the stored form of a drift's grades.
+//! - [`alerts`]: what each recorded observation alerts, to which channel.
 
+pub mod alerts;
 pub mod read;
 pub mod record;
 pub mod summary;

@@ -89,9 +89,9 @@ pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use digest::{digest, Digest, DigestParseError};
 pub use error::StoreError;
 pub use model::{
-    AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation, NewReview,
-    Observation, ObservationId, ObservationSummary, Outcome, PendingAlert, Problem, ProblemKind,
-    RawTool, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
+    AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
+    NewReview, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
+    ProblemKind, RawTool, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 pub use sqlite::SqliteStore;
 
@@ -188,14 +188,49 @@ pub trait Store {
     /// observation, after a restart say, never alerts twice.
     fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError>;
 
-    /// Undelivered alerts, oldest first.
-    fn pending_alerts(&self, limit: u32) -> Result<Vec<PendingAlert>, StoreError>;
+    /// Pending alerts (neither delivered nor failed), oldest first.
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError>;
+
+    /// The pending alerts of `channel` whose next attempt is due at
+    /// `now_ms`, soonest due first.
+    fn due_alerts(
+        &self,
+        channel: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError>;
+
+    /// When the next pending alert of `channel` is due; `None` when it has
+    /// none.
+    fn next_alert_due(&self, channel: &str) -> Result<Option<i64>, StoreError>;
+
+    /// Alerts given up on, most recent first.
+    fn failed_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError>;
+
+    /// How many alerts are pending, failed and delivered.
+    fn alert_counts(&self) -> Result<AlertCounts, StoreError>;
+
+    /// Each channel that has pending alerts, with how many.
+    fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// Marks an alert delivered.
     fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError>;
 
-    /// Records a failed delivery attempt; the alert stays pending.
-    fn mark_alert_failed(&mut self, id: AlertId, error: &str) -> Result<(), StoreError>;
+    /// Records a failed delivery attempt at `at_ms`: the alert is tried
+    /// again at `retry_at_ms`, or, when that is `None`, given up on (marked
+    /// failed, kept with its error, never tried again).
+    fn mark_alert_failed(
+        &mut self,
+        id: AlertId,
+        error: &str,
+        at_ms: i64,
+        retry_at_ms: Option<i64>,
+    ) -> Result<(), StoreError>;
+
+    /// Gives up on every pending alert of `channel` (one no longer
+    /// configured), recording `reason`; returns how many.
+    fn retire_alerts(&mut self, channel: &str, reason: &str, at_ms: i64)
+        -> Result<u64, StoreError>;
 
     /// Marks a change reviewed, replacing any earlier verdict on it. The
     /// baseline is not touched (an earlier acceptance stays in effect). The

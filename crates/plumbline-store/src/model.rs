@@ -229,9 +229,10 @@ pub struct NewAlert {
     pub created_at_ms: i64,
 }
 
-/// An alert not yet delivered.
+/// An alert in the outbox: pending (neither delivered nor failed),
+/// delivered, or failed (given up on, with `last_error` saying why).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingAlert {
+pub struct OutboxAlert {
     pub id: AlertId,
     pub server: String,
     pub observation: ObservationId,
@@ -239,8 +240,23 @@ pub struct PendingAlert {
     pub key: String,
     pub body: Vec<u8>,
     pub created_at_ms: i64,
+    /// Delivery attempts so far.
     pub attempts: u32,
     pub last_error: Option<String>,
+    /// When a pending alert is next tried (0: at once).
+    pub next_attempt_at_ms: i64,
+    pub delivered_at_ms: Option<i64>,
+    /// When the alert was given up on: past its attempts, or its channel
+    /// was no longer configured.
+    pub failed_at_ms: Option<i64>,
+}
+
+/// How many alerts of the outbox are in each state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlertCounts {
+    pub pending: u64,
+    pub failed: u64,
+    pub delivered: u64,
 }
 
 /// What a reviewer decided about a change.

@@ -19,9 +19,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use crate::model::{
-    AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation, NewReview,
-    Observation, ObservationId, ObservationSummary, Outcome, PendingAlert, Problem, ProblemKind,
-    Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
+    AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
+    NewReview, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
+    ProblemKind, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_reviews.sql"),
     include_str!("migrations/0004_tool_set_changes.sql"),
     include_str!("migrations/0005_drift_summaries.sql"),
+    include_str!("migrations/0006_alert_delivery.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -240,6 +241,43 @@ impl SqliteStore {
         } else {
             Err(self.corrupt("no such alert"))
         }
+    }
+
+    /// Alerts of the outbox selected by `tail` (a `WHERE … ORDER BY …
+    /// LIMIT …` over `alerts a`).
+    fn outbox(
+        &self,
+        tail: &str,
+        args: impl rusqlite::Params,
+        what: impl Into<String>,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        let sql = format!(
+            "SELECT a.id, s.name, a.observation_id, a.channel, a.key, a.body, a.created_at_ms,
+                    a.attempts, a.last_error, a.next_attempt_at_ms, a.delivered_at_ms, a.failed_at_ms
+             FROM alerts a JOIN servers s ON s.id = a.server_id {tail}"
+        );
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(args, |row| {
+                    Ok(OutboxAlert {
+                        id: AlertId(row.get(0)?),
+                        server: row.get(1)?,
+                        observation: ObservationId(row.get(2)?),
+                        channel: row.get(3)?,
+                        key: row.get(4)?,
+                        body: row.get(5)?,
+                        created_at_ms: row.get(6)?,
+                        attempts: row.get(7)?,
+                        last_error: row.get(8)?,
+                        next_attempt_at_ms: row.get(9)?,
+                        delivered_at_ms: row.get(10)?,
+                        failed_at_ms: row.get(11)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err(what, source))
     }
 
     fn read_err(&self, what: impl Into<String>, source: rusqlite::Error) -> StoreError {
@@ -869,31 +907,82 @@ impl Store for SqliteStore {
         Ok((inserted == 1).then(|| AlertId(self.conn.last_insert_rowid())))
     }
 
-    fn pending_alerts(&self, limit: u32) -> Result<Vec<PendingAlert>, StoreError> {
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.delivered_at_ms IS NULL AND a.failed_at_ms IS NULL ORDER BY a.id LIMIT ?1",
+            params![limit],
+            "the pending alerts",
+        )
+    }
+
+    fn due_alerts(
+        &self,
+        channel: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.channel = ?1 AND a.delivered_at_ms IS NULL AND a.failed_at_ms IS NULL
+               AND a.next_attempt_at_ms <= ?2
+             ORDER BY a.next_attempt_at_ms, a.id LIMIT ?3",
+            params![channel, now_ms, limit],
+            format!("the due alerts of channel {channel:?}"),
+        )
+    }
+
+    fn next_alert_due(&self, channel: &str) -> Result<Option<i64>, StoreError> {
         self.conn
             .prepare_cached(
-                "SELECT a.id, s.name, a.observation_id, a.channel, a.key, a.body,
-                        a.created_at_ms, a.attempts, a.last_error
-                 FROM alerts a JOIN servers s ON s.id = a.server_id
-                 WHERE a.delivered_at_ms IS NULL ORDER BY a.id LIMIT ?1",
+                "SELECT min(next_attempt_at_ms) FROM alerts
+                 WHERE channel = ?1 AND delivered_at_ms IS NULL AND failed_at_ms IS NULL",
+            )
+            .and_then(|mut stmt| stmt.query_row([channel], |row| row.get(0)))
+            .map_err(|source| self.read_err(format!("the alerts of channel {channel:?}"), source))
+    }
+
+    fn failed_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.failed_at_ms IS NOT NULL ORDER BY a.failed_at_ms DESC, a.id DESC LIMIT ?1",
+            params![limit],
+            "the failed alerts",
+        )
+    }
+
+    fn alert_counts(&self) -> Result<AlertCounts, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*) FILTER (WHERE delivered_at_ms IS NULL AND failed_at_ms IS NULL),
+                        count(*) FILTER (WHERE failed_at_ms IS NOT NULL),
+                        count(*) FILTER (WHERE delivered_at_ms IS NOT NULL)
+                 FROM alerts",
             )
             .and_then(|mut stmt| {
-                stmt.query_map([limit], |row| {
-                    Ok(PendingAlert {
-                        id: AlertId(row.get(0)?),
-                        server: row.get(1)?,
-                        observation: ObservationId(row.get(2)?),
-                        channel: row.get(3)?,
-                        key: row.get(4)?,
-                        body: row.get(5)?,
-                        created_at_ms: row.get(6)?,
-                        attempts: row.get(7)?,
-                        last_error: row.get(8)?,
+                stmt.query_row([], |row| {
+                    let count = |i| row.get::<_, i64>(i).map(|n| n.max(0) as u64);
+                    Ok(AlertCounts {
+                        pending: count(0)?,
+                        failed: count(1)?,
+                        delivered: count(2)?,
                     })
+                })
+            })
+            .map_err(|source| self.read_err("the alert counts", source))
+    }
+
+    fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT channel, count(*) FROM alerts
+                 WHERE delivered_at_ms IS NULL AND failed_at_ms IS NULL
+                 GROUP BY channel ORDER BY channel",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| {
+                    Ok((row.get(0)?, row.get::<_, i64>(1)?.max(0) as u64))
                 })?
                 .collect()
             })
-            .map_err(|source| self.read_err("the pending alerts", source))
+            .map_err(|source| self.read_err("the channels of pending alerts", source))
     }
 
     fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {
@@ -903,11 +992,47 @@ impl Store for SqliteStore {
         )
     }
 
-    fn mark_alert_failed(&mut self, id: AlertId, error: &str) -> Result<(), StoreError> {
-        self.update_alert(
-            "UPDATE alerts SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
-            params![id.0, error],
-        )
+    fn mark_alert_failed(
+        &mut self,
+        id: AlertId,
+        error: &str,
+        at_ms: i64,
+        retry_at_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        match retry_at_ms {
+            Some(retry) => self.update_alert(
+                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, next_attempt_at_ms = ?3
+                 WHERE id = ?1",
+                params![id.0, error, retry],
+            ),
+            None => self.update_alert(
+                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, failed_at_ms = ?3
+                 WHERE id = ?1",
+                params![id.0, error, at_ms],
+            ),
+        }
+    }
+
+    fn retire_alerts(
+        &mut self,
+        channel: &str,
+        reason: &str,
+        at_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE alerts SET last_error = ?2, failed_at_ms = ?3
+                 WHERE channel = ?1 AND delivered_at_ms IS NULL AND failed_at_ms IS NULL",
+            )
+            .and_then(|mut stmt| stmt.execute(params![channel, reason, at_ms]))
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: String::new(),
+                what: "the alerts of a channel",
+                source: Box::new(source),
+            })?;
+        Ok(changed as u64)
     }
 
     fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {

@@ -523,7 +523,9 @@ fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries() {
             .enqueue_alert(&alert("sub added"))
             .expect("enqueue")
             .expect("new key");
-        store.mark_alert_failed(second, "HTTP 503").expect("failed");
+        store
+            .mark_alert_failed(second, "HTTP 503", 4, Some(5_000))
+            .expect("failed");
         store
             .mark_alert_delivered(first.unwrap(), 10)
             .expect("delivered");
@@ -547,6 +549,103 @@ fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries() {
     assert_eq!(pending[0].attempts, 1);
     assert_eq!(pending[0].last_error.as_deref(), Some("HTTP 503"));
     assert_eq!(pending[0].body, br#"{"tool":"add"}"#);
+    assert_eq!(pending[0].next_attempt_at_ms, 5_000);
+    store.integrity_check().expect("consistent");
+}
+
+#[test]
+fn alerts_are_due_per_channel_in_order_and_failed_ones_are_kept_not_retried() {
+    use plumbline_store::{AlertCounts, NewAlert, SqliteStore, Store};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("outbox.db");
+    let mut store = SqliteStore::open(&path).expect("open");
+    store.put_server("shop", "{}").expect("server");
+    let obs = store
+        .record_observation(&plumbline_store::NewObservation {
+            server: "shop".into(),
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            outcome: plumbline_store::Outcome::Ok,
+            protocol_version: None,
+            server_info: None,
+            capabilities: None,
+            instructions: None,
+            tools: vec![],
+            problems: vec![],
+        })
+        .expect("observation");
+    let mut enqueue = |channel: &str, key: &str| {
+        store
+            .enqueue_alert(&NewAlert {
+                server: "shop".into(),
+                observation: obs,
+                channel: channel.into(),
+                key: key.into(),
+                body: b"{}".to_vec(),
+                created_at_ms: 3,
+            })
+            .expect("enqueue")
+            .expect("new")
+    };
+    let a = enqueue("hooks", "drift");
+    let b = enqueue("hooks", "failure");
+    let c = enqueue("slack", "drift");
+    let d = enqueue("gone", "drift");
+    let keys = |alerts: Vec<plumbline_store::OutboxAlert>| -> Vec<plumbline_store::AlertId> {
+        alerts.into_iter().map(|a| a.id).collect()
+    };
+    assert_eq!(keys(store.due_alerts("hooks", 0, 10).expect("due")), [a, b]);
+    assert_eq!(keys(store.due_alerts("slack", 0, 10).expect("due")), [c]);
+
+    // A failed attempt moves the alert's next try out; the other stays due.
+    store
+        .mark_alert_failed(a, "HTTP 503", 10, Some(1_000))
+        .expect("retry later");
+    assert_eq!(keys(store.due_alerts("hooks", 999, 10).expect("due")), [b]);
+    assert_eq!(
+        keys(store.due_alerts("hooks", 1_000, 10).expect("due")),
+        [b, a]
+    );
+    assert_eq!(store.next_alert_due("hooks").expect("next"), Some(0));
+    store.mark_alert_delivered(b, 20).expect("delivered");
+    assert_eq!(store.next_alert_due("hooks").expect("next"), Some(1_000));
+
+    // Past its attempts: failed, kept with its error, never due again.
+    store
+        .mark_alert_failed(a, "HTTP 503", 1_001, None)
+        .expect("give up");
+    assert!(store
+        .due_alerts("hooks", i64::MAX, 10)
+        .expect("due")
+        .is_empty());
+    assert_eq!(store.next_alert_due("hooks").expect("next"), None);
+
+    // A channel no longer configured: reported, then retired.
+    assert_eq!(
+        store.pending_alert_channels().expect("channels"),
+        [("gone".to_owned(), 1), ("slack".to_owned(), 1)]
+    );
+    assert_eq!(
+        store
+            .retire_alerts("gone", "the channel is no longer configured", 2_000)
+            .expect("retire"),
+        1
+    );
+    let failed = store.failed_alerts(10).expect("failed");
+    assert_eq!(keys(failed.clone()), [d, a]);
+    assert_eq!(failed[1].attempts, 2);
+    assert_eq!(failed[1].last_error.as_deref(), Some("HTTP 503"));
+    assert_eq!(failed[0].failed_at_ms, Some(2_000));
+    drop(store);
+    let store = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(
+        store.alert_counts().expect("counts"),
+        AlertCounts {
+            pending: 1,
+            failed: 2,
+            delivered: 1
+        }
+    );
     store.integrity_check().expect("consistent");
 }
 

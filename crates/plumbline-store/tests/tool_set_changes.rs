@@ -64,7 +64,11 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
     // Take the file back to schema version 3, as an older Plumbline left it.
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE drift_summaries; DROP TABLE tool_set_changes; PRAGMA user_version = 3;",
+        "DROP INDEX alerts_due; DROP INDEX alerts_failed;
+         ALTER TABLE alerts DROP COLUMN next_attempt_at_ms;
+         ALTER TABLE alerts DROP COLUMN failed_at_ms;
+         CREATE INDEX alerts_pending ON alerts (id) WHERE delivered_at_ms IS NULL;
+         DROP TABLE drift_summaries; DROP TABLE tool_set_changes; PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);

@@ -62,6 +62,15 @@ impl FromStr for Severity {
     }
 }
 
+/// Reads what [`FromStr`] accepts, so a configuration file's typo is an
+/// error at load naming the value.
+impl<'de> serde::Deserialize<'de> for Severity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl serde::Serialize for Severity {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -186,6 +195,13 @@ impl FromStr for RuleId {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for RuleId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl serde::Serialize for RuleId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -212,5 +228,27 @@ mod tests {
         assert_eq!("R13".parse(), Ok(RuleId::R13));
         assert!("R14".parse::<RuleId>().is_err());
         assert!("R00".parse::<RuleId>().is_err());
+    }
+}
+
+#[cfg(test)]
+mod serde_tests {
+    use super::*;
+
+    #[test]
+    fn severities_and_rules_read_back_what_they_write() {
+        for sev in Severity::ALL {
+            let json = serde_json::to_string(&sev).unwrap();
+            assert_eq!(serde_json::from_str::<Severity>(&json).unwrap(), sev);
+        }
+        assert_eq!(
+            serde_json::from_str::<Severity>("\"high\"").unwrap(),
+            Severity::High
+        );
+        let e = serde_json::from_str::<Severity>("\"hihg\"").unwrap_err();
+        assert!(e.to_string().contains("unknown severity \"hihg\""), "{e}");
+        let rule: RuleId = serde_json::from_str("\"R02\"").unwrap();
+        assert_eq!(serde_json::to_string(&rule).unwrap(), "\"R02\"");
+        assert!(serde_json::from_str::<RuleId>("\"R99\"").is_err());
     }
 }

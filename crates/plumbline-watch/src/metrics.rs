@@ -24,7 +24,17 @@ pub struct Metrics {
     duration_count: AtomicU64,
     duration_sum_ms: AtomicU64,
     sessions_open: AtomicU64,
+    alerts_abandoned: AtomicU64,
+    outbox_pending: AtomicU64,
+    outbox_failed: AtomicU64,
+    /// When the loop that records observations last ran (Unix ms; 0:
+    /// not started).
+    beat_ms: AtomicU64,
 }
+
+/// How long the recording loop may go without running before `/healthz`
+/// reports the watcher unhealthy.
+pub const LAG_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Counts one open session while it lives.
 pub struct OpenSession<'a>(&'a AtomicU64);
@@ -73,6 +83,32 @@ impl Metrics {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// An alert given up on after its last attempt.
+    pub fn abandoned(&self) {
+        self.alerts_abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The outbox as the store holds it: pending and failed alerts.
+    pub fn outbox(&self, pending: u64, failed: u64) {
+        self.outbox_pending.store(pending, Ordering::Relaxed);
+        self.outbox_failed.store(failed, Ordering::Relaxed);
+    }
+
+    /// The recording loop ran at `now_ms`.
+    pub fn beat(&self, now_ms: i64) {
+        self.beat_ms.store(now_ms.max(0) as u64, Ordering::Relaxed);
+    }
+
+    /// `None` when healthy, else how long the recording loop has not run.
+    pub fn lag(&self, now_ms: i64) -> Option<std::time::Duration> {
+        let beat = self.beat_ms.load(Ordering::Relaxed);
+        if beat == 0 {
+            return None;
+        }
+        let lag = std::time::Duration::from_millis((now_ms.max(0) as u64).saturating_sub(beat));
+        (lag > LAG_BOUND).then_some(lag)
+    }
+
     /// The Prometheus text exposition format.
     pub fn render(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
@@ -118,6 +154,23 @@ impl Metrics {
         );
         family(
             &mut s,
+            "plumbline_alerts_abandoned_total",
+            "counter",
+            "Alerts given up on after their last delivery attempt.",
+            &[(String::new(), get(&self.alerts_abandoned))],
+        );
+        family(
+            &mut s,
+            "plumbline_alerts",
+            "gauge",
+            "Alerts in the outbox by state: pending delivery, or failed (given up on, kept).",
+            &[
+                ("{state=\"pending\"}".into(), get(&self.outbox_pending)),
+                ("{state=\"failed\"}".into(), get(&self.outbox_failed)),
+            ],
+        );
+        family(
+            &mut s,
             "plumbline_sessions_open",
             "gauge",
             "Sessions kept open to hear tools/list_changed.",
@@ -159,9 +212,29 @@ fn family(s: &mut String, name: &str, kind: &str, help: &str, samples: &[(String
 }
 
 /// Serves `/healthz` and `/metrics` on `listener` until the runtime stops.
+/// `/healthz` answers 503 when the loop that records observations has not
+/// run for [`LAG_BOUND`].
 pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
+    let health = Arc::clone(&metrics);
     let app = Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let metrics = Arc::clone(&health);
+                async move {
+                    match metrics.lag(plumbline_store::time::now_ms()) {
+                        None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
+                        Some(lag) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "lagging: the watcher's loop last ran {:.0} s ago\n",
+                                lag.as_secs_f64()
+                            ),
+                        ),
+                    }
+                }
+            }),
+        )
         .route(
             "/metrics",
             get(move || {
@@ -201,5 +274,31 @@ mod tests {
         assert!(text.contains("plumbline_observation_duration_seconds_bucket{le=\"30\"} 2"));
         assert!(text.contains("plumbline_observation_duration_seconds_count 2"));
         assert!(text.contains("plumbline_alert_deliveries_total{result=\"delivered\"} 1"));
+    }
+
+    #[test]
+    fn the_outbox_and_abandoned_alerts_are_shown() {
+        let m = Metrics::default();
+        m.abandoned();
+        m.outbox(3, 1);
+        let text = m.render();
+        assert!(
+            text.contains("plumbline_alerts_abandoned_total 1"),
+            "{text}"
+        );
+        assert!(text.contains("plumbline_alerts{state=\"pending\"} 3"));
+        assert!(text.contains("plumbline_alerts{state=\"failed\"} 1"));
+    }
+
+    #[test]
+    fn health_reports_a_loop_that_lags() {
+        let m = Metrics::default();
+        assert_eq!(m.lag(1_000_000), None, "not started yet");
+        m.beat(1_000_000);
+        assert_eq!(m.lag(1_000_000 + 60_000), None);
+        assert_eq!(
+            m.lag(1_000_000 + 61_000),
+            Some(std::time::Duration::from_secs(61))
+        );
     }
 }

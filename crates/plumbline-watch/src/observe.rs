@@ -18,7 +18,7 @@ use plumbline_taxonomy::Severity;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::config::ServerConfig;
+use plumbline_config::ServerConfig;
 use plumbline_store::time::now_ms;
 
 /// One server's listing, or why there is none.
@@ -243,6 +243,15 @@ pub fn record(
     grader: &Grader,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
+    Ok(reports(record_all(store, grader, &collected)?))
+}
+
+/// Records each collected listing through the history, in order.
+pub fn record_all(
+    store: &mut SqliteStore,
+    grader: &Grader,
+    collected: &[Collected],
+) -> Result<Vec<Recorded>> {
     let batch = collected
         .iter()
         .map(|c| Observed {
@@ -250,15 +259,18 @@ pub fn record(
             observation: new_observation(c),
         })
         .collect();
-    let mut reports: Vec<Report> = plumbline_history::record(store, grader, batch)?
-        .into_iter()
-        .map(Report::of)
-        .collect();
+    Ok(plumbline_history::record(store, grader, batch)?)
+}
+
+/// What was recorded, as reports, worst first: failures, then by
+/// severity, then by name.
+pub fn reports(recorded: Vec<Recorded>) -> Vec<Report> {
+    let mut reports: Vec<Report> = recorded.into_iter().map(Report::of).collect();
     reports.sort_by(|a, b| {
         b.failed()
             .cmp(&a.failed())
             .then(b.severity().cmp(&a.severity()))
             .then_with(|| a.server.cmp(&b.server))
     });
-    Ok(reports)
+    reports
 }

@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
+use plumbline_base::redact::Known;
 use plumbline_mcp::{HttpSpec, ServerSpec, StdioSpec};
-use plumbline_taxonomy::Taxonomy;
+use plumbline_taxonomy::{Severity, Taxonomy};
 use serde::{Deserialize, Serialize};
 
 /// The file as written.
@@ -64,6 +65,14 @@ pub struct WatchConfig {
     /// settle before listing (default 2; further announcements restart the
     /// wait, up to ten times this in all).
     pub debounce_secs: Option<f64>,
+    /// Delivery attempts of one alert before it is marked failed
+    /// (default 8).
+    pub alert_attempts: Option<u32>,
+    /// The wait after an alert's first failed attempt, doubled after each
+    /// further one (with jitter), at most an hour (default 5).
+    pub alert_backoff_secs: Option<f64>,
+    /// How long one delivery attempt may take (default 10).
+    pub alert_timeout_secs: Option<f64>,
     /// Per-server intervals in seconds, overriding `interval_secs`:
     /// `[watch.intervals]` then `github = 60`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -92,14 +101,14 @@ pub struct AlertConfig {
     pub name: String,
     #[serde(flatten)]
     pub channel: ChannelConfig,
-    /// Drift below this is not sent (default "high"); failures and
-    /// recoveries always are.
+    /// Changed tools below this are not sent (default "high"); failures
+    /// and recoveries always are.
     #[serde(default = "default_min_severity")]
-    pub min_severity: String,
+    pub min_severity: Severity,
 }
 
-fn default_min_severity() -> String {
-    "high".to_owned()
+fn default_min_severity() -> Severity {
+    Severity::High
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -248,11 +257,26 @@ impl Config {
                     .with_context(|| format!("{}: servers.{name}.inherit_env", path.display()))?;
             }
         }
-        for alert in &config.alerts {
+        let mut names = std::collections::BTreeSet::new();
+        for (i, alert) in config.alerts.iter().enumerate() {
+            let key = format!("{}: alerts[{i}] ({:?})", path.display(), alert.name);
+            if alert.name.trim().is_empty() {
+                bail!("{key}.name: a channel needs a name");
+            }
+            if !names.insert(alert.name.as_str()) {
+                bail!("{key}.name: another channel has the same name");
+            }
             if let ChannelConfig::Exec { inherit_env, .. } = &alert.channel {
-                check_inherit_env(inherit_env).with_context(|| {
-                    format!("{}: alert {:?}: inherit_env", path.display(), alert.name)
-                })?;
+                check_inherit_env(inherit_env).with_context(|| format!("{key}.inherit_env"))?;
+            }
+        }
+        if let Some(url) = &config.watch.dashboard_url {
+            check_url(url).with_context(|| format!("{}: watch.dashboard_url", path.display()))?;
+        }
+        for (name, server) in &config.servers {
+            if let ServerConfig::Http { url, .. } | ServerConfig::Sse { url, .. } = server {
+                check_url(url)
+                    .with_context(|| format!("{}: servers.{name}.url", path.display()))?;
             }
         }
         config
@@ -260,6 +284,28 @@ impl Config {
             .limits()
             .with_context(|| format!("{}", path.display()))?;
         Ok(config)
+    }
+
+    /// Checks what a long-running watcher needs before it starts: every
+    /// `${VAR}` of every server and alert channel is set, and every channel
+    /// URL, once expanded, parses. The error names the key.
+    pub fn check_environment(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<()> {
+        for (name, server) in &self.servers {
+            server
+                .spec_with(lookup)
+                .with_context(|| format!("servers.{name}"))?;
+        }
+        for (i, alert) in self.alerts.iter().enumerate() {
+            alert
+                .target(lookup)
+                .with_context(|| format!("alerts[{i}] ({:?})", alert.name))?;
+        }
+        Ok(())
+    }
+
+    /// [`Config::check_environment`] against the process environment.
+    pub fn check_process_environment(&self) -> Result<()> {
+        self.check_environment(&env_lookup)
     }
 
     /// The taxonomy to grade with: `flag` when given, else this file's.
@@ -358,6 +404,132 @@ pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
 /// [`expand`] from the process environment.
 pub fn expand_env(value: &str) -> Result<String> {
     expand(value, &env_lookup)
+}
+
+/// [`expand`], remembering each value it put in (so that text showing it
+/// can be redacted).
+pub fn expand_known(
+    value: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    known: &mut Known,
+) -> Result<String> {
+    let seen = std::cell::RefCell::new(Vec::new());
+    let out = expand(value, &|name: &str| {
+        let v = lookup(name);
+        if let Some(v) = &v {
+            seen.borrow_mut().push((name.to_owned(), v.clone()));
+        }
+        v
+    })?;
+    for (name, v) in seen.into_inner() {
+        known.insert(&name, &v);
+    }
+    Ok(out)
+}
+
+/// A URL Plumbline sends to: it parses, and its scheme is http or https.
+fn check_url(url: &str) -> Result<()> {
+    if url.contains("${") {
+        // Checked once expanded (`check_environment`).
+        return Ok(());
+    }
+    let parsed = url::Url::parse(url).map_err(|e| anyhow::anyhow!("{e}: not a URL"))?;
+    match parsed.scheme() {
+        "http" | "https" => Ok(()),
+        other => bail!("scheme {other:?} is not http or https"),
+    }
+}
+
+/// Where an alert channel delivers, with every `${VAR}` expanded, and
+/// the values expanded (to redact from errors).
+#[derive(Debug, Clone)]
+pub enum Target {
+    Webhook {
+        url: String,
+        secret: Option<String>,
+        known: Known,
+    },
+    Slack {
+        url: String,
+        known: Known,
+    },
+    Jsonl,
+    Exec {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        inherit_env: Vec<String>,
+        known: Known,
+    },
+}
+
+impl Target {
+    /// The expanded values, to redact from any text about this channel.
+    pub fn known(&self) -> Option<&Known> {
+        match self {
+            Target::Webhook { known, .. }
+            | Target::Slack { known, .. }
+            | Target::Exec { known, .. } => Some(known),
+            Target::Jsonl => None,
+        }
+    }
+}
+
+impl AlertConfig {
+    /// The channel's target, expanded from `lookup`; an error names the
+    /// key (`url`, `secret`, `env.NAME`, `command`).
+    pub fn target(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Target> {
+        let mut known = Known::default();
+        Ok(match &self.channel {
+            ChannelConfig::Webhook { url, secret } => {
+                let url = expand_known(url, lookup, &mut known).context("url")?;
+                check_url(&url).context("url")?;
+                let secret = secret
+                    .as_deref()
+                    .map(|s| expand_known(s, lookup, &mut known))
+                    .transpose()
+                    .context("secret")?;
+                Target::Webhook { url, secret, known }
+            }
+            ChannelConfig::Slack { url } => {
+                let url = expand_known(url, lookup, &mut known).context("url")?;
+                check_url(&url).context("url")?;
+                Target::Slack { url, known }
+            }
+            ChannelConfig::Jsonl => Target::Jsonl,
+            ChannelConfig::Exec {
+                command,
+                env,
+                inherit_env,
+            } => {
+                let Some((cmd, args)) = command.split_first() else {
+                    bail!("command: an exec channel needs a command");
+                };
+                let env = env
+                    .iter()
+                    .map(|(k, v)| {
+                        Ok((
+                            k.clone(),
+                            expand_known(v, lookup, &mut known)
+                                .with_context(|| format!("env.{k}"))?,
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Target::Exec {
+                    command: cmd.clone(),
+                    args: args.to_vec(),
+                    env,
+                    inherit_env: inherit_env.clone(),
+                    known,
+                }
+            }
+        })
+    }
+
+    /// [`AlertConfig::target`] from the process environment.
+    pub fn target_from_env(&self) -> Result<Target> {
+        self.target(&env_lookup)
+    }
 }
 
 fn env_lookup(name: &str) -> Option<String> {

@@ -1,0 +1,99 @@
+//! Putting the alerts the history decides into the store's outbox, one
+//! per observation and channel, as the channel will send them.
+
+use anyhow::Result;
+use plumbline_alert::Alert;
+use plumbline_config::{ChannelConfig, Config};
+use plumbline_history::alerts::{decide, Channel, Notice};
+use plumbline_history::Recorded;
+use plumbline_store::time::now_ms;
+use plumbline_store::{NewAlert, SqliteStore, Store};
+use plumbline_taxonomy::Taxonomy;
+
+/// The channels of `config`, as the alert policy sees them.
+pub(crate) fn channels(config: &Config) -> Vec<Channel> {
+    config
+        .alerts
+        .iter()
+        .map(|a| Channel {
+            name: a.name.clone(),
+            min_severity: a.min_severity,
+        })
+        .collect()
+}
+
+/// Queues the alerts of each recorded observation; returns the channels
+/// that got new ones (to wake their delivery).
+pub(crate) fn enqueue(
+    store: &mut SqliteStore,
+    config: &Config,
+    recorded: &[Recorded],
+    taxonomy: Taxonomy,
+) -> Result<Vec<String>> {
+    let policy = channels(config);
+    let mut woken = Vec::new();
+    for r in recorded {
+        for decision in decide(store, r, &policy)? {
+            let mut alert = match &decision.notice {
+                Notice::Failure { error } => Alert::failure(&r.server, r.observation.0, error),
+                Notice::Recovery => Alert::recovery(&r.server, r.observation.0),
+                Notice::Drift { tools } => {
+                    Alert::drift(&r.server, r.observation.0, tools.iter().copied(), taxonomy)
+                }
+            };
+            alert.link = config.watch.dashboard_url.as_deref().map(|base| {
+                format!(
+                    "{}/servers/{}/observations/{}",
+                    base.trim_end_matches('/'),
+                    path_segment(&r.server),
+                    r.observation
+                )
+            });
+            let Some(channel) = config
+                .alerts
+                .iter()
+                .find(|c| c.name == decision.channel.name)
+            else {
+                continue;
+            };
+            let body = match channel.channel {
+                ChannelConfig::Slack { .. } => alert.slack_body(),
+                _ => alert.body(),
+            };
+            let id = store.enqueue_alert(&NewAlert {
+                server: r.server.clone(),
+                observation: r.observation,
+                channel: channel.name.clone(),
+                key: decision.notice.key().to_owned(),
+                body,
+                created_at_ms: now_ms(),
+            })?;
+            if id.is_some() && !woken.contains(&channel.name) {
+                woken.push(channel.name.clone());
+            }
+        }
+    }
+    Ok(woken)
+}
+
+/// `s` percent-encoded as one URL path segment.
+fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn server_names_are_one_path_segment() {
+        assert_eq!(super::path_segment("shop"), "shop");
+        assert_eq!(super::path_segment("a/b c"), "a%2Fb%20c");
+    }
+}

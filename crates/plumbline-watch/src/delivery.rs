@@ -1,0 +1,432 @@
+//! Alert delivery: one task per channel, each with its own store
+//! connection, so that a dead or slow receiver never delays another
+//! channel, and never the loop that records observations.
+//!
+//! A channel's task takes its due alerts from the outbox in order and
+//! makes one attempt at each, bounded by the delivery timeout. A failed
+//! attempt is kept with its error and the alert's next attempt moves out
+//! by an exponential backoff with jitter (in the outbox, so a restart
+//! keeps the schedule); past its bound of attempts the alert is marked
+//! failed, logged and counted, and never tried again.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use plumbline_alert::{post_body, run_hook_with, Hook, Retry, WebhookFormat};
+use plumbline_config::{AlertConfig, Config, Target};
+use plumbline_store::time::now_ms;
+use plumbline_store::{OutboxAlert, SqliteStore, Store};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::metrics::Metrics;
+use crate::schedule::Jitter;
+
+/// How a channel retries.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Policy {
+    /// Attempts before an alert is marked failed.
+    pub(crate) attempts: u32,
+    /// The wait after the first failed attempt; doubled after each.
+    pub(crate) backoff: Duration,
+    /// How long one attempt may take.
+    pub(crate) timeout: Duration,
+}
+
+/// The longest wait between two attempts at one alert.
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// How often an idle channel looks at the outbox even when not woken
+/// (another watcher may share the store).
+const IDLE_POLL: Duration = Duration::from_secs(30);
+
+impl Policy {
+    pub(crate) fn of(config: &Config) -> Policy {
+        let w = &config.watch;
+        Policy {
+            attempts: w.alert_attempts.unwrap_or(8).clamp(1, 100),
+            backoff: Duration::from_secs_f64(
+                w.alert_backoff_secs.unwrap_or(5.0).clamp(0.01, 3600.0),
+            ),
+            timeout: Duration::from_secs_f64(
+                w.alert_timeout_secs.unwrap_or(10.0).clamp(0.1, 600.0),
+            ),
+        }
+    }
+
+    /// The wait after the `failed`-th failed attempt (1 for the first):
+    /// the backoff doubled per earlier failure, at most an hour, spread by
+    /// ±25% so that alerts failing together do not retry together.
+    pub(crate) fn retry_after(&self, failed: u32, jitter: &mut Jitter) -> Duration {
+        let doubled = self
+            .backoff
+            .saturating_mul(1u32 << failed.saturating_sub(1).min(20));
+        doubled
+            .min(MAX_BACKOFF)
+            .mul_f64(0.75 + 0.5 * jitter.fraction())
+    }
+}
+
+/// The delivery tasks, one per configured channel.
+pub(crate) struct Channels {
+    store: PathBuf,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+    tasks: BTreeMap<String, ChannelTask>,
+}
+
+struct ChannelTask {
+    config: AlertConfig,
+    policy: Policy,
+    wake: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+impl Channels {
+    pub(crate) fn new(store: PathBuf, client: reqwest::Client, metrics: Arc<Metrics>) -> Channels {
+        Channels {
+            store,
+            client,
+            metrics,
+            tasks: BTreeMap::new(),
+        }
+    }
+
+    /// Runs a task for each channel of `config`: a channel whose settings
+    /// did not change keeps its task; the others are (re)started, and the
+    /// tasks of channels no longer configured stop.
+    pub(crate) async fn configure(&mut self, config: &Config) -> anyhow::Result<()> {
+        let policy = Policy::of(config);
+        let mut kept = BTreeMap::new();
+        let mut targets = Vec::new();
+        for channel in &config.alerts {
+            // Expanded here, checked at load: an error names the channel.
+            let target = channel
+                .target_from_env()
+                .map_err(|e| anyhow::anyhow!("alert channel {:?}: {e:#}", channel.name))?;
+            targets.push((channel, target));
+        }
+        for (channel, target) in targets {
+            match self.tasks.remove(&channel.name) {
+                Some(t) if t.config == *channel && t.policy == policy => {
+                    kept.insert(channel.name.clone(), t);
+                }
+                old => {
+                    if let Some(t) = old {
+                        t.stop().await;
+                    }
+                    let wake = Arc::new(Notify::new());
+                    let task = tokio::spawn(run(
+                        channel.name.clone(),
+                        target,
+                        policy,
+                        self.store.clone(),
+                        self.client.clone(),
+                        Arc::clone(&self.metrics),
+                        Arc::clone(&wake),
+                    ));
+                    kept.insert(
+                        channel.name.clone(),
+                        ChannelTask {
+                            config: channel.clone(),
+                            policy,
+                            wake,
+                            task,
+                        },
+                    );
+                }
+            }
+        }
+        for (_, t) in std::mem::replace(&mut self.tasks, kept) {
+            t.stop().await;
+        }
+        Ok(())
+    }
+
+    /// Tells a channel's task that it has new alerts.
+    pub(crate) fn wake(&self, channel: &str) {
+        if let Some(t) = self.tasks.get(channel) {
+            t.wake.notify_one();
+        }
+    }
+
+    /// Stops every task; an attempt in flight is abandoned (the alert
+    /// stays pending and is tried again by the next run).
+    pub(crate) async fn stop(self) {
+        for (_, t) in self.tasks {
+            t.stop().await;
+        }
+    }
+
+    /// Makes every due alert's next attempt, channels in parallel, and
+    /// returns when all are done (for `watch --once`).
+    pub(crate) async fn deliver_due_once(
+        config: &Config,
+        store: PathBuf,
+        client: reqwest::Client,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<()> {
+        let policy = Policy::of(config);
+        let mut tasks = tokio::task::JoinSet::new();
+        for channel in &config.alerts {
+            let target = channel
+                .target_from_env()
+                .map_err(|e| anyhow::anyhow!("alert channel {:?}: {e:#}", channel.name))?;
+            let mut delivery = Delivery::open(
+                channel.name.clone(),
+                target,
+                policy,
+                &store,
+                client.clone(),
+                Arc::clone(&metrics),
+            )?;
+            tasks.spawn(async move { delivery.round().await });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done??;
+        }
+        Ok(())
+    }
+}
+
+impl ChannelTask {
+    async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// One channel's delivery, over its own store connection.
+struct Delivery {
+    channel: String,
+    target: Target,
+    policy: Policy,
+    store: SqliteStore,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+    jitter: Jitter,
+}
+
+impl Delivery {
+    fn open(
+        channel: String,
+        target: Target,
+        policy: Policy,
+        store: &std::path::Path,
+        client: reqwest::Client,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Delivery> {
+        let store = SqliteStore::open(store)
+            .map_err(|e| anyhow::anyhow!("alert channel {channel:?}: opening the store: {e}"))?;
+        Ok(Delivery {
+            jitter: Jitter::seeded(&channel),
+            channel,
+            target,
+            policy,
+            store,
+            client,
+            metrics,
+        })
+    }
+
+    /// One attempt at each alert due now (at most a batch), in order.
+    async fn round(&mut self) -> anyhow::Result<()> {
+        for alert in self.store.due_alerts(&self.channel, now_ms(), 64)? {
+            self.attempt(alert).await?;
+        }
+        Ok(())
+    }
+
+    /// The wait until this channel's next alert is due, at most
+    /// [`IDLE_POLL`].
+    fn idle(&self) -> anyhow::Result<Duration> {
+        Ok(match self.store.next_alert_due(&self.channel)? {
+            Some(at) => {
+                Duration::from_millis((at - now_ms()).clamp(0, IDLE_POLL.as_millis() as i64) as u64)
+            }
+            None => IDLE_POLL,
+        })
+    }
+
+    async fn attempt(&mut self, alert: OutboxAlert) -> anyhow::Result<()> {
+        let started = tokio::time::Instant::now();
+        let result = send(&self.target, &alert.body, &self.client, self.policy.timeout).await;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        let attempt = alert.attempts + 1;
+        let at = now_ms();
+        match result {
+            Ok(()) => {
+                self.store.mark_alert_delivered(alert.id, at)?;
+                self.metrics.delivered(true);
+                tracing::info!(
+                    channel = %self.channel,
+                    server = %alert.server,
+                    observation = alert.observation.0,
+                    alert = %alert.key,
+                    attempt,
+                    elapsed_ms,
+                    "alert delivered"
+                );
+            }
+            Err(error) => {
+                let error = match self.target.known() {
+                    Some(known) => known.redact(&error).into_owned(),
+                    None => error,
+                };
+                self.metrics.delivered(false);
+                if attempt >= self.policy.attempts {
+                    self.store.mark_alert_failed(alert.id, &error, at, None)?;
+                    self.metrics.abandoned();
+                    tracing::error!(
+                        channel = %self.channel,
+                        server = %alert.server,
+                        observation = alert.observation.0,
+                        alert = %alert.key,
+                        attempts = attempt,
+                        %error,
+                        "alert failed: given up after its last attempt"
+                    );
+                } else {
+                    let wait = self.policy.retry_after(attempt, &mut self.jitter);
+                    let retry_at = at + wait.as_millis() as i64;
+                    self.store
+                        .mark_alert_failed(alert.id, &error, at, Some(retry_at))?;
+                    tracing::warn!(
+                        channel = %self.channel,
+                        server = %alert.server,
+                        observation = alert.observation.0,
+                        alert = %alert.key,
+                        attempt,
+                        retry_in_s = wait.as_secs_f64(),
+                        %error,
+                        "alert delivery failed; will retry"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A channel's task: deliver what is due, then sleep until the next is
+/// due, new alerts arrive, or [`IDLE_POLL`] passes. A store error is
+/// logged and retried after a pause; the task never ends by itself.
+async fn run(
+    channel: String,
+    target: Target,
+    policy: Policy,
+    store: PathBuf,
+    client: reqwest::Client,
+    metrics: Arc<Metrics>,
+    wake: Arc<Notify>,
+) {
+    let mut delivery = loop {
+        match Delivery::open(
+            channel.clone(),
+            target.clone(),
+            policy,
+            &store,
+            client.clone(),
+            Arc::clone(&metrics),
+        ) {
+            Ok(d) => break d,
+            Err(e) => {
+                tracing::error!(channel = %channel, error = %format!("{e:#}"), "alert delivery cannot start");
+                tokio::time::sleep(IDLE_POLL).await;
+            }
+        }
+    };
+    loop {
+        let wait = match delivery.round().await.and_then(|()| delivery.idle()) {
+            Ok(wait) => wait,
+            Err(e) => {
+                tracing::error!(channel = %channel, error = %format!("{e:#}"), "alert delivery");
+                Duration::from_secs(5)
+            }
+        };
+        tokio::select! {
+            () = wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// One delivery attempt of `body` to `target`.
+async fn send(
+    target: &Target,
+    body: &[u8],
+    client: &reqwest::Client,
+    timeout: Duration,
+) -> Result<(), String> {
+    let once = Retry {
+        attempts: 1,
+        first_backoff: Duration::ZERO,
+        timeout,
+    };
+    match target {
+        Target::Webhook { url, secret, .. } => post_body(
+            client,
+            url,
+            WebhookFormat::Generic,
+            secret.as_deref().map(str::as_bytes),
+            body,
+            once,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string()),
+        Target::Slack { url, .. } => post_body(client, url, WebhookFormat::Slack, None, body, once)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Target::Jsonl => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(body)
+                .and_then(|()| out.write_all(b"\n"))
+                .and_then(|()| out.flush())
+                .map_err(|e| format!("standard output: {e}"))
+        }
+        Target::Exec {
+            command,
+            args,
+            env,
+            inherit_env,
+            ..
+        } => {
+            let hook = Hook {
+                command: command.clone(),
+                args: args.clone(),
+                env: plumbline_mcp::child_environment_from_ours(inherit_env, env),
+            };
+            run_hook_with(&hook, body, timeout)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_exponentially_with_jitter_up_to_an_hour() {
+        let p = Policy {
+            attempts: 8,
+            backoff: Duration::from_secs(5),
+            timeout: Duration::from_secs(10),
+        };
+        let mut j = Jitter::seeded("t");
+        for (failed, base) in [(1, 5.0), (2, 10.0), (3, 20.0), (6, 160.0)] {
+            for _ in 0..100 {
+                let d = p.retry_after(failed, &mut j).as_secs_f64();
+                assert!(d >= base * 0.75 && d <= base * 1.25, "{failed}: {d}");
+            }
+        }
+        let capped = p.retry_after(40, &mut j).as_secs_f64();
+        assert!((2700.0..=4500.0).contains(&capped), "{capped}");
+    }
+}

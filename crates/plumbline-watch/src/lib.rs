@@ -1,0 +1,355 @@
+//! The watcher: a long-running monitor over the configured servers, and
+//! the collection `observe` and `watch --once` share.
+//!
+//! Each server has a worker task ([`worker`]). It connects, lists and
+//! reports the listing to the loop that owns the store; a failing server
+//! backs off exponentially. When the server declares `tools.listChanged`
+//! and the connection can carry the notification, the worker keeps the
+//! session open and lists again as soon as a `list_changed` settles
+//! (debounced), and at the interval as before; when the session drops it
+//! reconnects and lists at once. Other servers are polled at the interval
+//! (with jitter) on a fresh connection.
+//!
+//! The loop records every observation through the history (graded once)
+//! and puts the alerts the history decides into the store's outbox, one
+//! per observation and channel ([`alerting`]). Each channel delivers from
+//! the outbox in its own task ([`delivery`]), so no receiver delays
+//! another or the loop. SIGHUP reloads plumbline.toml (restarting only the
+//! workers and channels whose settings changed; a bad file keeps the
+//! running configuration); SIGTERM and SIGINT cancel what is in flight
+//! (every started server is killed and reaped) and exit with nothing
+//! half-written: the store only ever sees whole observations.
+//!
+//! The watcher logs through `tracing`: one line per observation and per
+//! alert delivered or failed; the caller installs the subscriber.
+
+pub mod metrics;
+pub mod observe;
+
+mod alerting;
+mod delivery;
+mod schedule;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use plumbline_config::Config;
+use plumbline_history::{Grader, Recorded};
+use plumbline_store::time::now_ms;
+use plumbline_store::{SqliteStore, Store};
+use plumbline_taxonomy::Taxonomy;
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::delivery::Channels;
+use crate::metrics::Metrics;
+use crate::observe::{collect_with, record_all, Collected, Report};
+use crate::schedule::{first_due, Schedule};
+use crate::worker::{raise_open_file_limit, Worker, WorkerContext};
+
+/// What the watcher runs on.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// plumbline.toml.
+    pub config: PathBuf,
+    /// The store file.
+    pub store: PathBuf,
+    /// `--taxonomy`, overriding the file's.
+    pub taxonomy: Option<Taxonomy>,
+}
+
+/// Loads and checks the configuration as the watcher needs it: the file
+/// parses, and every `${VAR}` it names is set (the error names the key).
+pub fn load(path: &std::path::Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    config
+        .check_process_environment()
+        .with_context(|| format!("{}", path.display()))?;
+    Ok(config)
+}
+
+/// `watch --once`: observes every server once, records, queues the
+/// alerts, makes one attempt at every due alert (channels in parallel),
+/// and returns what was recorded, worst first.
+pub async fn once(options: &Options) -> Result<Vec<Report>> {
+    let config = load(&options.config)?;
+    let mut store = open(options)?;
+    let grader = Grader::new(config.taxonomy(options.taxonomy));
+    let metrics = Arc::new(Metrics::default());
+    let mut stop = Stop::new()?;
+    let servers = config
+        .servers
+        .iter()
+        .map(|(n, c)| (n.clone(), c.clone()))
+        .collect();
+    let limits = config.limits.limits()?;
+    let concurrency = config.watch.concurrency.unwrap_or(16);
+    let collected = tokio::select! {
+        c = collect_with(servers, limits, concurrency, false) => c?,
+        () = stop.requested() => return Ok(Vec::new()),
+    };
+    let recorded = process(&mut store, &grader, &metrics, collected)?;
+    alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
+    retire_unconfigured(&mut store, &config)?;
+    drop(store);
+    let client = plumbline_alert::client().context("building the HTTP client")?;
+    let deliver = Channels::deliver_due_once(&config, options.store.clone(), client, metrics);
+    tokio::select! {
+        r = deliver => r?,
+        () = stop.requested() => {}
+    }
+    Ok(observe::reports(recorded))
+}
+
+/// The daemon: runs until SIGTERM or SIGINT.
+pub async fn daemon(options: &Options) -> Result<()> {
+    let mut config = load(&options.config)?;
+    let mut store = open(options)?;
+    let mut grader = Grader::new(config.taxonomy(options.taxonomy));
+    let client = plumbline_alert::client().context("building the HTTP client")?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut stop = Stop::new()?;
+    let metrics = Arc::new(Metrics::default());
+    metrics.beat(now_ms());
+
+    let listen = config
+        .watch
+        .listen
+        .clone()
+        .unwrap_or_else(|| "127.0.0.1:9464".to_owned());
+    if !listen.is_empty() {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("serving /healthz and /metrics on {listen}"))?;
+        tracing::info!(
+            "plumbline watch: /healthz and /metrics on http://{}",
+            listener.local_addr()?
+        );
+        metrics::serve(listener, Arc::clone(&metrics));
+    }
+    raise_open_file_limit();
+
+    retire_unconfigured(&mut store, &config)?;
+    refresh_outbox(&store, &metrics);
+    let mut channels = Channels::new(options.store.clone(), client, Arc::clone(&metrics));
+    channels.configure(&config).await?;
+
+    let (tx, mut rx) = mpsc::channel::<Collected>(256);
+    let mut ctx = Arc::new(WorkerContext::new(
+        &config,
+        tx.clone(),
+        Arc::clone(&metrics),
+    )?);
+    let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
+    for (name, server) in &config.servers {
+        let schedule = Schedule::of(&config, name);
+        let due = first_due(&store, name, &schedule)?;
+        workers.insert(
+            name.clone(),
+            Worker::spawn(name, server, schedule, due, &ctx),
+        );
+    }
+    tracing::info!(
+        servers = config.servers.len(),
+        channels = config.alerts.len(),
+        taxonomy = %grader.taxonomy(),
+        "plumbline watch: watching"
+    );
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            Some(first) = rx.recv() => {
+                let mut batch = vec![first];
+                while batch.len() < 64 {
+                    match rx.try_recv() {
+                        Ok(more) => batch.push(more),
+                        Err(_) => break,
+                    }
+                }
+                let recorded = process(&mut store, &grader, &metrics, batch)?;
+                for channel in alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())? {
+                    channels.wake(&channel);
+                }
+                refresh_outbox(&store, &metrics);
+                metrics.beat(now_ms());
+            }
+            _ = heartbeat.tick() => {
+                refresh_outbox(&store, &metrics);
+                metrics.beat(now_ms());
+            }
+            _ = hangup.recv() => match load(&options.config) {
+                Ok(new) => {
+                    if new.limits != config.limits || new.watch.concurrency != config.watch.concurrency {
+                        // Every worker shares the limits and the gate.
+                        ctx = Arc::new(WorkerContext::new(&new, tx.clone(), Arc::clone(&metrics))?);
+                        for (_, w) in std::mem::take(&mut workers) {
+                            w.stop().await;
+                        }
+                    }
+                    let mut kept = BTreeMap::new();
+                    for (name, server) in &new.servers {
+                        let schedule = Schedule::of(&new, name);
+                        match workers.remove(name) {
+                            Some(w) if w.server == *server && w.schedule == schedule => {
+                                kept.insert(name.clone(), w);
+                            }
+                            old => {
+                                if let Some(w) = old {
+                                    w.stop().await;
+                                }
+                                let w = Worker::spawn(name, server, schedule, Instant::now(), &ctx);
+                                kept.insert(name.clone(), w);
+                            }
+                        }
+                    }
+                    for (_, w) in std::mem::replace(&mut workers, kept) {
+                        w.stop().await;
+                    }
+                    match channels.configure(&new).await {
+                        Ok(()) => {
+                            config = new;
+                            grader = Grader::new(config.taxonomy(options.taxonomy));
+                            retire_unconfigured(&mut store, &config)?;
+                            tracing::info!("plumbline watch: reloaded {}", options.config.display());
+                        }
+                        Err(e) => tracing::error!(
+                            "plumbline watch: keeping the old alert channels: {e:#}"
+                        ),
+                    }
+                }
+                Err(e) => tracing::error!("plumbline watch: keeping the old configuration: {e:#}"),
+            },
+            () = stop.requested() => break,
+        }
+    }
+    // Cancel what is in flight (each dropped session kills and reaps its
+    // server), then keep the listings that were already complete.
+    for (_, w) in workers {
+        w.stop().await;
+    }
+    channels.stop().await;
+    drop(ctx);
+    drop(tx);
+    let mut finished = Vec::new();
+    while let Ok(c) = rx.try_recv() {
+        finished.push(c);
+    }
+    if !finished.is_empty() {
+        let recorded = process(&mut store, &grader, &metrics, finished)?;
+        // Queued, so that the next run delivers them.
+        alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
+    }
+    tracing::info!("plumbline watch: stopped");
+    Ok(())
+}
+
+/// How often the loop shows it is alive and refreshes the outbox gauges.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
+fn open(options: &Options) -> Result<SqliteStore> {
+    SqliteStore::open(&options.store)
+        .with_context(|| format!("opening the store {}", options.store.display()))
+}
+
+/// Records collected listings (graded once), logs and counts them.
+fn process(
+    store: &mut SqliteStore,
+    grader: &Grader,
+    metrics: &Metrics,
+    collected: Vec<Collected>,
+) -> Result<Vec<Recorded>> {
+    let recorded = record_all(store, grader, &collected)?;
+    for r in &recorded {
+        let seconds = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
+        metrics.observed(r.error.is_none(), seconds);
+        if let Some(d) = r.drift.as_ref().filter(|d| d.changes().next().is_some()) {
+            metrics.record_drift(d.severity);
+        }
+        log_observation(r);
+    }
+    Ok(recorded)
+}
+
+/// One log line per observation: server, outcome, tools, drift, duration.
+fn log_observation(r: &Recorded) {
+    let server = plumbline_base::sanitize::for_terminal(&r.server, false);
+    let duration_ms = (r.finished_at_ms - r.started_at_ms).max(0);
+    match &r.error {
+        Some(error) => tracing::warn!(
+            %server,
+            observation = r.observation.0,
+            outcome = "failed",
+            duration_ms,
+            error = %plumbline_base::sanitize::for_terminal(error, false),
+            "observed"
+        ),
+        None => {
+            let changed = r.drift.as_ref().map_or(0, |d| d.changes().count());
+            tracing::info!(
+                %server,
+                observation = r.observation.0,
+                outcome = "ok",
+                tools = r.tools,
+                changed,
+                severity = %r.severity(),
+                problems = r.problems.len(),
+                duration_ms,
+                "observed"
+            );
+        }
+    }
+}
+
+/// Gives up on the pending alerts of channels no longer configured,
+/// saying so: kept as failed, never dropped silently.
+fn retire_unconfigured(store: &mut SqliteStore, config: &Config) -> Result<()> {
+    for (channel, pending) in store.pending_alert_channels()? {
+        if config.alerts.iter().any(|a| a.name == channel) {
+            continue;
+        }
+        let reason = format!("the channel {channel:?} is no longer configured");
+        let retired = store.retire_alerts(&channel, &reason, now_ms())?;
+        tracing::warn!(
+            channel = %plumbline_base::sanitize::for_terminal(&channel, false),
+            pending,
+            retired,
+            "alerts of a channel no longer configured are marked failed"
+        );
+    }
+    Ok(())
+}
+
+fn refresh_outbox(store: &SqliteStore, metrics: &Metrics) {
+    match store.alert_counts() {
+        Ok(c) => metrics.outbox(c.pending, c.failed),
+        Err(e) => tracing::error!(error = %e, "reading the alert outbox"),
+    }
+}
+
+/// The signals that stop the watcher.
+struct Stop {
+    terminate: Signal,
+    interrupt: Signal,
+}
+
+impl Stop {
+    fn new() -> Result<Stop> {
+        Ok(Stop {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn requested(&mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
+}
