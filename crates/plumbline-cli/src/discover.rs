@@ -942,7 +942,8 @@ fn sanitize_name(name: &str) -> String {
     } else {
         out.trim_matches('_')
     };
-    let mut out = if trimmed.is_empty() {
+    // `.` and `..` would be path segments in every link to the server.
+    let mut out = if trimmed.is_empty() || trimmed.bytes().all(|b| b == b'.') {
         "server".to_owned()
     } else {
         trimmed.to_owned()
@@ -1554,6 +1555,10 @@ mod tests {
         assert_eq!(sanitize_name("My Server (beta)!"), "My_Server_beta");
         assert_eq!(sanitize_name("_private"), "_private");
         assert_eq!(sanitize_name("日本"), "server");
+        assert_eq!(sanitize_name("."), "server");
+        assert_eq!(sanitize_name(".."), "server");
+        assert_eq!(sanitize_name("..."), "server");
+        assert_eq!(sanitize_name("a.b"), "a.b");
         assert_eq!(sanitize_name(&"a".repeat(150)).len(), 100);
     }
 

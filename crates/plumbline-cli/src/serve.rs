@@ -9,7 +9,14 @@ use crate::commands::{open_store, runtime};
 use crate::exit::Outcome;
 
 pub fn run(args: &ServeArgs) -> Result<Outcome> {
-    let token = args.token.clone().filter(|t| !t.is_empty());
+    let token = match args.token.as_deref().map(str::trim) {
+        None => None,
+        Some(t) if t.chars().count() < MIN_TOKEN_CHARS => anyhow::bail!(
+            "--token (or PLUMBLINE_TOKEN) must be at least {MIN_TOKEN_CHARS} characters \
+             (not counting surrounding spaces): anyone who guesses it can review and accept changes"
+        ),
+        Some(t) => Some(t.to_owned()),
+    };
     // Refuse before touching the store or the network.
     check_listen(args.listen, token.as_deref())?;
     let mut store = open_store(args.store.path.as_deref())?;
@@ -50,6 +57,9 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
     })?;
     Ok(Outcome::Clean)
 }
+
+/// The shortest token `serve` accepts.
+const MIN_TOKEN_CHARS: usize = 16;
 
 /// Resolves on SIGTERM or Ctrl-C.
 async fn stopped() {

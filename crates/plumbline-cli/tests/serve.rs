@@ -22,6 +22,31 @@ fn serve_refuses_a_non_loopback_address_without_a_token() {
 }
 
 #[test]
+fn serve_refuses_a_blank_or_short_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("store.db");
+    let store_arg = store.to_str().expect("UTF-8 path");
+    for token in ["   ", "short-token", "  fifteen-chars!  "] {
+        let out = plumbline(
+            dir.path(),
+            &[
+                "serve",
+                "--listen",
+                "0.0.0.0:0",
+                "--store",
+                store_arg,
+                "--token",
+                token,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{token:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("at least 16 characters"), "{stderr}");
+        assert!(!store.exists(), "refused before opening the store");
+    }
+}
+
+#[test]
 fn serve_answers_on_loopback_with_the_security_headers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
     let dashboard = Dashboard::start(dir.path());

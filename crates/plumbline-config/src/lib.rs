@@ -348,13 +348,17 @@ impl Config {
 }
 
 fn check_name(name: &str) -> Result<()> {
+    // Only dots (`.`, `..`) would be path segments in every link.
     let ok = !name.is_empty()
+        && !name.bytes().all(|b| b == b'.')
         && name.len() <= 100
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !ok {
-        bail!("server name {name:?}: use letters, digits, '-', '_' and '.' (at most 100)");
+        bail!(
+            "server name {name:?}: use letters, digits, '-', '_' and '.' (not dots alone; at most 100)"
+        );
     }
     Ok(())
 }
@@ -615,6 +619,63 @@ impl ServerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_names_of_dots_alone_are_refused() {
+        for bad in [".", "..", "...", "", "a b", "a/b"] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+        for good in ["github", "a.b", ".hidden", "v1.2", "a-b_c"] {
+            assert!(check_name(good).is_ok(), "{good:?}");
+        }
+    }
+
+    fn load(text: &str) -> Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plumbline.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::load(&path)
+    }
+
+    #[test]
+    fn alert_channels_are_checked_at_load_naming_the_key() {
+        let e = load("[[alerts]]\nname = \"sec\"\ntype = \"jsonl\"\nmin_severity = \"hihg\"\n")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("hihg"), "{e:#}");
+        let e = load("[[alerts]]\nname = \"a\"\ntype = \"jsonl\"\n[[alerts]]\nname = \"a\"\ntype = \"jsonl\"\n")
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("alerts[1] (\"a\").name"), "{e:#}");
+        let e = load("[watch]\ndashboard_url = \"not a url\"\n").unwrap_err();
+        assert!(format!("{e:#}").contains("watch.dashboard_url"), "{e:#}");
+        let e = load("[servers.x]\ntransport = \"http\"\nurl = \"ftp://h/\"\n").unwrap_err();
+        assert!(format!("{e:#}").contains("servers.x.url"), "{e:#}");
+
+        let c = load(
+            "[[alerts]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"https://h.example/${PATHPART}\"\nsecret = \"${SECRET}\"\nmin_severity = \"medium\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.alerts[0].min_severity, Severity::Medium);
+        let none = |_: &str| None;
+        let e = c.check_environment(&none).unwrap_err();
+        assert!(
+            format!("{e:#}")
+                .contains("alerts[0] (\"hook\"): url: environment variable PATHPART is not set"),
+            "{e:#}"
+        );
+        let set = |n: &str| Some(if n == "SECRET" { "topsecretvalue" } else { "x" }.to_owned());
+        c.check_environment(&set).unwrap();
+        match c.alerts[0].target(&set).unwrap() {
+            Target::Webhook { url, secret, known } => {
+                assert_eq!(url, "https://h.example/x");
+                assert_eq!(secret.as_deref(), Some("topsecretvalue"));
+                assert_eq!(
+                    known.redact("failed: topsecretvalue"),
+                    "failed: <redacted ${SECRET}>"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn parses_every_transport() {

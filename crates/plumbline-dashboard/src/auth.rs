@@ -150,21 +150,41 @@ pub(crate) async fn require_access(
 /// from a non-browser client): a page rebound to 127.0.0.1 sends its own
 /// name.
 fn names_loopback(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST) else {
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let Some(host) = hosts.next() else {
         return true;
     };
+    // Two Host headers: which one a proxy or browser meant is unknowable.
+    if hosts.next().is_some() {
+        return false;
+    }
     let Ok(host) = host.to_str() else {
         return false;
     };
-    let name = match host.strip_prefix('[') {
+    let (name, port) = match host.strip_prefix('[') {
         // [::1]:port
-        Some(rest) => rest.split_once(']').map_or(rest, |(ip, _)| ip),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, after)) => (ip, after),
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, port)) => (name, &host[name.len()..][..port.len() + 1]),
+            None => (host, ""),
+        },
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    // Nothing but `:digits` may follow the name (`localhost:evil` is not
+    // a port).
+    let port_ok = match port.strip_prefix(':') {
+        Some(digits) => {
+            !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => port.is_empty(),
+    };
+    port_ok
+        && (name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback()))
 }
 
 /// How long a browser session lasts.
@@ -362,9 +382,18 @@ mod tests {
             "10.0.0.1:8077",
             "[::2]:1",
             "localhost.evil.example",
+            "localhost:evil",
+            "127.0.0.1:80x",
+            "[::1]evil",
+            "[::1",
+            "localhost:",
         ] {
             assert!(!host(rebound), "{rebound}");
         }
+        let mut two = HeaderMap::new();
+        two.append(header::HOST, HeaderValue::from_static("127.0.0.1:8077"));
+        two.append(header::HOST, HeaderValue::from_static("evil.example"));
+        assert!(!names_loopback(&two), "duplicate Host headers");
         assert!(
             names_loopback(&HeaderMap::new()),
             "a client that sends no Host"

@@ -186,7 +186,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Adds the security headers to every response, errors included.
+/// Adds the security headers to every response, errors included, and
+/// `Cache-Control: no-store` where the handler set no caching.
 async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
@@ -202,6 +203,11 @@ async fn security_headers(request: Request, next: Next) -> Response {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
+    // Pages and API answers carry reviews, tokens in forms and server text:
+    // never kept in a shared or browser cache (the stylesheet sets its own).
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     response
 }
 

@@ -199,6 +199,17 @@ fn assert_security_headers(a: &Answer, what: &str) {
         "{what}"
     );
     assert_eq!(a.headers[header::REFERRER_POLICY], "no-referrer", "{what}");
+    let css = a
+        .headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/css"));
+    if !css {
+        assert_eq!(
+            a.headers.get(header::CACHE_CONTROL).map(|v| v.as_bytes()),
+            Some(&b"no-store"[..]),
+            "{what}"
+        );
+    }
 }
 
 fn change_path(id: ObservationId, tool: &str) -> String {
