@@ -1,0 +1,919 @@
+//! The SQLite backend: one embedded database file, in WAL mode.
+//!
+//! This is the only module that knows SQL. The schema lives in
+//! `src/migrations/NNNN_*.sql`, compiled into the binary and applied in
+//! order, each in its own transaction, with `PRAGMA user_version` recording
+//! how many have been applied.
+//!
+//! Every observation is written in one `BEGIN IMMEDIATE` transaction: the
+//! content it needs (raw tools, tool versions, documents, its tool set),
+//! the observation row and its problems commit together or not at all, so
+//! a process killed mid-write leaves no half-written observation. Accepting
+//! a change is one such transaction too: the baseline's materialisation,
+//! its edits and the verdict commit together.
+//!
+//! This file holds the [`Store`] implementation, one SQL statement or
+//! transaction per operation; [`open`] opens and migrates a file and holds
+//! the helpers every query shares, [`write`] stores an observation's
+//! content once by digest, and [`reviews`] writes verdicts and baselines.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use crate::model::{
+    AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
+    NewReview, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
+    ProblemKind, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
+};
+use crate::{canonicalize, digest, Digest, Store, StoreError};
+
+mod open;
+mod reviews;
+#[cfg(test)]
+mod tests;
+mod write;
+
+use write::*;
+
+/// The schema migrations, in order: entry `i` takes the schema from
+/// version `i` to version `i + 1`. Append only; never edit a released one.
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/0001_initial.sql"),
+    include_str!("../migrations/0002_alerts.sql"),
+    include_str!("../migrations/0003_reviews.sql"),
+    include_str!("../migrations/0004_tool_set_changes.sql"),
+    include_str!("../migrations/0005_drift_summaries.sql"),
+    include_str!("../migrations/0006_alert_delivery.sql"),
+];
+
+/// How long a write waits for another process's write to finish before
+/// failing with "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The domain-separation prefix of a tool set's digest, so a tool set can
+/// never share a digest with a tool or a document.
+const TOOL_SET_DIGEST_PREFIX: &[u8] = b"plumbline tool set v1\0";
+
+/// A store in one SQLite file.
+pub struct SqliteStore {
+    conn: Connection,
+    /// The file, for messages; `:memory:` for an in-memory store.
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store for SqliteStore {
+    fn drift_summary(
+        &self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT summary FROM drift_summaries
+                 WHERE old_set = ?1 AND new_set = ?2 AND grader = ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![&old.as_bytes()[..], &new.as_bytes()[..], grader],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(|source| self.read_err("a drift summary", source))
+    }
+
+    fn put_drift_summary(
+        &mut self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+        summary: &[u8],
+    ) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO drift_summaries (old_set, new_set, grader, summary)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (old_set, new_set, grader) DO UPDATE SET summary = excluded.summary",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    &old.as_bytes()[..],
+                    &new.as_bytes()[..],
+                    grader,
+                    summary
+                ])
+            })
+            .map_err(|source| StoreError::WriteDerived {
+                path: self.path.clone(),
+                what: "a drift summary",
+                source: Box::new(source),
+            })?;
+        Ok(())
+    }
+
+    fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError> {
+        let canonical =
+            canonicalize(identity.as_bytes()).map_err(|source| StoreError::InvalidIdentity {
+                server: name.to_owned(),
+                source: Box::new(source),
+            })?;
+        // The canonical form of valid UTF-8 JSON is valid UTF-8.
+        let identity = String::from_utf8_lossy(&canonical);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO servers (name, identity) VALUES (?1, ?2)
+                 ON CONFLICT (name) DO UPDATE SET identity = excluded.identity",
+            )
+            .and_then(|mut stmt| stmt.execute(params![name, identity]))
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: name.to_owned(),
+                what: "the server",
+                source: Box::new(source),
+            })?;
+        Ok(())
+    }
+
+    fn servers(&self) -> Result<Vec<Server>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT name, identity FROM servers ORDER BY name")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| {
+                    Ok(Server {
+                        name: row.get(0)?,
+                        identity: row.get(1)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err("the servers", source))
+    }
+
+    fn record_observation(
+        &mut self,
+        observation: &NewObservation,
+    ) -> Result<ObservationId, StoreError> {
+        let invalid = |reason: String| StoreError::InvalidObservation {
+            server: observation.server.clone(),
+            reason,
+        };
+        if !observation.outcome.is_ok() && !observation.tools.is_empty() {
+            return Err(invalid(format!(
+                "a failed observation has no tool set, but {} tools were given",
+                observation.tools.len()
+            )));
+        }
+        if u32::try_from(observation.tools.len()).is_err() {
+            return Err(invalid(format!(
+                "{} tools is more than the store can number",
+                observation.tools.len()
+            )));
+        }
+        // Hash before taking the write lock: the lock is held only for SQL
+        // and for canonicalising tools the store has never seen.
+        let raw_digests: Vec<Digest> = observation.tools.iter().map(|t| digest(&t.raw)).collect();
+
+        let path = self.path.clone();
+        let server = observation.server.clone();
+        let write_err = |what: &'static str| {
+            let path = path.clone();
+            let server = server.clone();
+            move |source| StoreError::Write {
+                path,
+                server,
+                what,
+                source: Box::new(source),
+            }
+        };
+
+        let server_id = self.server_id(&observation.server)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(write_err("a transaction"))?;
+
+        let mut problems: BTreeSet<Problem> = observation.problems.iter().cloned().collect();
+        let mut entries: Vec<Entry> = Vec::with_capacity(observation.tools.len());
+        let mut first_position: HashMap<&str, u32> = HashMap::new();
+        for (index, (tool, raw_digest)) in observation.tools.iter().zip(&raw_digests).enumerate() {
+            // Bounded by the check above.
+            let position = index as u32;
+            let (raw_tool_id, canonical_digest) = put_raw_tool(&tx, &tool.raw, raw_digest)
+                .map_err(write_err("a tool's raw bytes"))?;
+            if canonical_digest.is_none() {
+                // Parse again only to say why: the error is not stored with
+                // the raw bytes, and malformed tools are rare.
+                let message = match canonicalize(&tool.raw) {
+                    Err(e) => e.to_string(),
+                    Ok(_) => "the tool has no canonical form in the store".to_owned(),
+                };
+                problems.insert(Problem {
+                    position: Some(position),
+                    kind: ProblemKind::MalformedTool,
+                    tool_name: tool.name.clone(),
+                    message,
+                });
+            }
+            if let Some(name) = tool.name.as_deref() {
+                if let Some(first) = first_position.get(name) {
+                    problems.insert(Problem {
+                        position: Some(position),
+                        kind: ProblemKind::DuplicateName,
+                        tool_name: Some(name.to_owned()),
+                        message: format!("the name is also listed at position {first}"),
+                    });
+                } else {
+                    first_position.insert(name, position);
+                }
+            }
+            entries.push(Entry {
+                position,
+                name: tool.name.as_deref(),
+                raw_tool_id,
+                raw_digest: *raw_digest,
+                canonical_digest,
+            });
+        }
+
+        let tool_set_id = match observation.outcome {
+            Outcome::Ok => Some(put_tool_set(&tx, &entries).map_err(write_err("the tool set"))?),
+            Outcome::Failed { .. } => None,
+        };
+        let server_info_id = put_document(&tx, observation.server_info.as_deref())
+            .map_err(write_err("serverInfo"))?;
+        let capabilities_id = put_document(&tx, observation.capabilities.as_deref())
+            .map_err(write_err("capabilities"))?;
+        let instructions_id =
+            put_document(&tx, observation.instructions.as_deref().map(str::as_bytes))
+                .map_err(write_err("instructions"))?;
+        let error = match &observation.outcome {
+            Outcome::Ok => None,
+            Outcome::Failed { error } => Some(error.as_str()),
+        };
+        tx.prepare_cached(
+            "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome, error,
+                 protocol_version, server_info_id, capabilities_id, instructions_id, tool_set_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                server_id,
+                observation.started_at_ms,
+                observation.finished_at_ms,
+                observation.outcome.as_str(),
+                error,
+                observation.protocol_version,
+                server_info_id,
+                capabilities_id,
+                instructions_id,
+                tool_set_id,
+            ])
+        })
+        .map_err(write_err("the observation"))?;
+        let id = tx.last_insert_rowid();
+
+        if let Some(set) = tool_set_id {
+            // Inside the transaction, so the previous success is settled.
+            let previous: Option<(i64, i64)> = tx
+                .prepare_cached(
+                    "SELECT id, tool_set_id FROM observations
+                     WHERE server_id = ?1 AND outcome = 'ok' AND id < ?2
+                     ORDER BY id DESC LIMIT 1",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![server_id, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(write_err("the previous observation"))?;
+            if let Some((previous_id, previous_set)) = previous {
+                if previous_set != set {
+                    tx.prepare_cached(
+                        "INSERT INTO tool_set_changes (observation_id, server_id, previous_id)
+                         VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut stmt| stmt.execute(params![id, server_id, previous_id]))
+                    .map_err(write_err("the tool set change"))?;
+                }
+            }
+        }
+
+        if !problems.is_empty() {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO observation_problems
+                         (observation_id, seq, kind, position, tool_name, message)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )
+                .map_err(write_err("the problems"))?;
+            for (seq, p) in problems.iter().enumerate() {
+                stmt.execute(params![
+                    id,
+                    seq as i64,
+                    p.kind.as_str(),
+                    p.position,
+                    p.tool_name,
+                    p.message
+                ])
+                .map_err(write_err("the problems"))?;
+            }
+        }
+        tx.commit().map_err(write_err("the commit"))?;
+        Ok(ObservationId(id))
+    }
+
+    fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError> {
+        let server_id = self.server_id(server)?;
+        self.summaries(
+            &format!("the timeline of server {server:?}"),
+            "o.server_id = ?1",
+            "ORDER BY o.id DESC LIMIT ?2",
+            params![server_id, limit],
+        )
+    }
+
+    fn tool_set_changes(
+        &self,
+        server: &str,
+    ) -> Result<Vec<(ObservationSummary, ObservationSummary)>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the tool set changes of server {server:?}");
+        let pairs: Vec<(i64, i64)> = self
+            .conn
+            .prepare_cached(
+                "SELECT observation_id, previous_id FROM tool_set_changes
+                 WHERE server_id = ?1 ORDER BY observation_id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        // Both sides of every change, read at once.
+        let by_id: HashMap<i64, ObservationSummary> = self
+            .summaries(
+                &what,
+                "o.id IN (SELECT observation_id FROM tool_set_changes WHERE server_id = ?1
+                          UNION SELECT previous_id FROM tool_set_changes WHERE server_id = ?1)",
+                "",
+                [server_id],
+            )?
+            .into_iter()
+            .map(|o| (o.id.0, o))
+            .collect();
+        let summary = |id: i64| -> Result<ObservationSummary, StoreError> {
+            by_id
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| self.corrupt(format!("{what} name a missing observation {id}")))
+        };
+        pairs
+            .into_iter()
+            .map(|(new, old)| Ok((summary(new)?, summary(old)?)))
+            .collect()
+    }
+
+    fn observation_summary(
+        &self,
+        id: ObservationId,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        Ok(self
+            .summaries(&format!("observation {id}"), "o.id = ?1", "", [id.0])?
+            .into_iter()
+            .next())
+    }
+
+    fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError> {
+        let what = format!("observation {id}");
+        let Some(summary) = self
+            .summaries(&what, "o.id = ?1", "", [id.0])?
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let (server_info_id, capabilities_id, instructions_id) = self
+            .conn
+            .prepare_cached(
+                "SELECT server_info_id, capabilities_id, instructions_id
+                 FROM observations WHERE id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([id.0], |row| {
+                    Ok((
+                        row.get::<_, Option<i64>>(0)?,
+                        row.get::<_, Option<i64>>(1)?,
+                        row.get::<_, Option<i64>>(2)?,
+                    ))
+                })
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        let instructions = match self.document(instructions_id)? {
+            None => None,
+            Some(bytes) => Some(
+                String::from_utf8(bytes)
+                    .map_err(|_| self.corrupt(format!("{what} has instructions not in UTF-8")))?,
+            ),
+        };
+
+        let tool_rows = self
+            .conn
+            .prepare_cached(
+                "SELECT e.position, e.name, r.digest, v.digest
+                 FROM observations o
+                 JOIN tool_set_entries e ON e.tool_set_id = o.tool_set_id
+                 JOIN raw_tools r ON r.id = e.raw_tool_id
+                 LEFT JOIN tool_versions v ON v.id = r.tool_version_id
+                 WHERE o.id = ?1
+                 ORDER BY e.position",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([id.0], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, Vec<u8>>(2)?,
+                        row.get::<_, Option<Vec<u8>>>(3)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(format!("the tools of {what}"), source))?;
+        let mut tools = Vec::with_capacity(tool_rows.len());
+        for (position, name, raw, canonical) in tool_rows {
+            tools.push(ToolEntry {
+                position: u32::try_from(position)
+                    .map_err(|_| self.corrupt(format!("{what} has a tool at {position}")))?,
+                name,
+                raw_digest: self.digest_from(&raw, &what)?,
+                canonical_digest: canonical.map(|c| self.digest_from(&c, &what)).transpose()?,
+            });
+        }
+
+        let problem_rows = self
+            .conn
+            .prepare_cached(
+                "SELECT position, kind, tool_name, message FROM observation_problems
+                 WHERE observation_id = ?1 ORDER BY seq",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([id.0], |row| {
+                    Ok((
+                        row.get::<_, Option<u32>>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, Option<String>>(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(format!("the problems of {what}"), source))?;
+        let mut problems = Vec::with_capacity(problem_rows.len());
+        for (position, kind, tool_name, message) in problem_rows {
+            let kind = ProblemKind::from_stored(&kind)
+                .ok_or_else(|| self.corrupt(format!("{what} has a problem of kind {kind:?}")))?;
+            problems.push(Problem {
+                position,
+                kind,
+                tool_name,
+                message,
+            });
+        }
+
+        Ok(Some(Observation {
+            summary,
+            server_info: self.document(server_info_id)?,
+            capabilities: self.document(capabilities_id)?,
+            instructions,
+            tools,
+            problems,
+        }))
+    }
+
+    fn latest_successful(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let before = before.map_or(i64::MAX, |id| id.0);
+        let found = self.summaries(
+            &format!("the latest successful observation of server {server:?}"),
+            "o.server_id = ?1 AND o.id < ?2 AND o.outcome = 'ok'",
+            "ORDER BY o.id DESC LIMIT 1",
+            params![server_id, before],
+        )?;
+        Ok(found.into_iter().next())
+    }
+
+    fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT canonical FROM tool_versions WHERE digest = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([&canonical.as_bytes()[..]], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(|source| self.read_err(format!("tool version {canonical}"), source))
+    }
+
+    fn raw_tool(&self, raw: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT raw FROM raw_tools WHERE digest = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([&raw.as_bytes()[..]], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(|source| self.read_err(format!("raw tool {raw}"), source))
+    }
+
+    fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
+        let server_id = self.server_id(&alert.server)?;
+        let inserted = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO alerts (server_id, observation_id, channel, key, body, created_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (observation_id, channel, key) DO NOTHING",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    server_id,
+                    alert.observation.0,
+                    alert.channel,
+                    alert.key,
+                    alert.body,
+                    alert.created_at_ms
+                ])
+            })
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: alert.server.clone(),
+                what: "an alert",
+                source: Box::new(source),
+            })?;
+        Ok((inserted == 1).then(|| AlertId(self.conn.last_insert_rowid())))
+    }
+
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.delivered_at_ms IS NULL AND a.failed_at_ms IS NULL ORDER BY a.id LIMIT ?1",
+            params![limit],
+            "the pending alerts",
+        )
+    }
+
+    fn due_alerts(
+        &self,
+        channel: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.channel = ?1 AND a.delivered_at_ms IS NULL AND a.failed_at_ms IS NULL
+               AND a.next_attempt_at_ms <= ?2
+             ORDER BY a.next_attempt_at_ms, a.id LIMIT ?3",
+            params![channel, now_ms, limit],
+            format!("the due alerts of channel {channel:?}"),
+        )
+    }
+
+    fn next_alert_due(&self, channel: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT min(next_attempt_at_ms) FROM alerts
+                 WHERE channel = ?1 AND delivered_at_ms IS NULL AND failed_at_ms IS NULL",
+            )
+            .and_then(|mut stmt| stmt.query_row([channel], |row| row.get(0)))
+            .map_err(|source| self.read_err(format!("the alerts of channel {channel:?}"), source))
+    }
+
+    fn failed_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.outbox(
+            "WHERE a.failed_at_ms IS NOT NULL ORDER BY a.failed_at_ms DESC, a.id DESC LIMIT ?1",
+            params![limit],
+            "the failed alerts",
+        )
+    }
+
+    fn alert_counts(&self) -> Result<AlertCounts, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT count(*) FILTER (WHERE delivered_at_ms IS NULL AND failed_at_ms IS NULL),
+                        count(*) FILTER (WHERE failed_at_ms IS NOT NULL),
+                        count(*) FILTER (WHERE delivered_at_ms IS NOT NULL)
+                 FROM alerts",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([], |row| {
+                    let count = |i| row.get::<_, i64>(i).map(|n| n.max(0) as u64);
+                    Ok(AlertCounts {
+                        pending: count(0)?,
+                        failed: count(1)?,
+                        delivered: count(2)?,
+                    })
+                })
+            })
+            .map_err(|source| self.read_err("the alert counts", source))
+    }
+
+    fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT channel, count(*) FROM alerts
+                 WHERE delivered_at_ms IS NULL AND failed_at_ms IS NULL
+                 GROUP BY channel ORDER BY channel",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([], |row| {
+                    Ok((row.get(0)?, row.get::<_, i64>(1)?.max(0) as u64))
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err("the channels of pending alerts", source))
+    }
+
+    fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {
+        self.update_alert(
+            "UPDATE alerts SET delivered_at_ms = ?2, attempts = attempts + 1, last_error = NULL WHERE id = ?1",
+            params![id.0, at_ms],
+        )
+    }
+
+    fn mark_alert_failed(
+        &mut self,
+        id: AlertId,
+        error: &str,
+        at_ms: i64,
+        retry_at_ms: Option<i64>,
+    ) -> Result<(), StoreError> {
+        match retry_at_ms {
+            Some(retry) => self.update_alert(
+                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, next_attempt_at_ms = ?3
+                 WHERE id = ?1",
+                params![id.0, error, retry],
+            ),
+            None => self.update_alert(
+                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, failed_at_ms = ?3
+                 WHERE id = ?1",
+                params![id.0, error, at_ms],
+            ),
+        }
+    }
+
+    fn retire_alerts(
+        &mut self,
+        channel: &str,
+        reason: &str,
+        at_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE alerts SET last_error = ?2, failed_at_ms = ?3
+                 WHERE channel = ?1 AND delivered_at_ms IS NULL AND failed_at_ms IS NULL",
+            )
+            .and_then(|mut stmt| stmt.execute(params![channel, reason, at_ms]))
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: String::new(),
+                what: "the alerts of a channel",
+                source: Box::new(source),
+            })?;
+        Ok(changed as u64)
+    }
+
+    fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the history of tool {tool:?} of server {server:?}");
+        let observations = self
+            .conn
+            .prepare_cached(
+                "SELECT id, finished_at_ms, tool_set_id FROM observations
+                 WHERE server_id = ?1 AND outcome = 'ok' ORDER BY id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+
+        // Unchanged observations share a tool set, so look each set up once.
+        let mut states: HashMap<i64, ToolState> = HashMap::new();
+        let mut previous = ToolState::Absent;
+        let mut history = Vec::new();
+        for (id, finished_at_ms, tool_set_id) in observations {
+            let state = match states.get(&tool_set_id) {
+                Some(state) => *state,
+                None => {
+                    let state = self.tool_state(tool_set_id, tool, &what)?;
+                    states.insert(tool_set_id, state);
+                    state
+                }
+            };
+            if state != previous {
+                history.push(ToolHistoryEntry {
+                    observation: ObservationId(id),
+                    finished_at_ms,
+                    canonical_digest: match state {
+                        ToolState::Present(d) => d,
+                        ToolState::Absent => None,
+                    },
+                    present: state != ToolState::Absent,
+                });
+                previous = state;
+            }
+        }
+        Ok(history)
+    }
+
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Reviewed, &[])
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Accepted, edits)
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the reviews of server {server:?}");
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT r.observation_id, r.tool_name, r.status, r.reviewer, r.at_ms, r.note
+                 FROM reviews r JOIN observations o ON o.id = r.observation_id
+                 WHERE o.server_id = ?1
+                 ORDER BY r.observation_id, r.tool_name",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, i64>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        rows.into_iter()
+            .map(|(observation, tool, status, reviewer, at_ms, note)| {
+                let status = ReviewStatus::from_stored(&status).ok_or_else(|| {
+                    self.corrupt(format!("{what}: a review has status {status:?}"))
+                })?;
+                Ok(Review {
+                    observation: ObservationId(observation),
+                    tool,
+                    status,
+                    reviewer,
+                    at_ms,
+                    note,
+                })
+            })
+            .collect()
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the baseline of server {server:?}");
+        let explicit: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM baseline_servers WHERE server_id = ?1)")
+            .and_then(|mut stmt| stmt.query_row([server_id], |row| row.get(0)))
+            .map_err(|source| self.read_err(&what, source))?;
+        let mut tools = BTreeMap::new();
+        if explicit {
+            let rows = self
+                .conn
+                .prepare_cached(
+                    "SELECT b.tool_name, v.digest, b.observation_id, b.accepted_by, b.accepted_at_ms
+                     FROM baselines b JOIN tool_versions v ON v.id = b.tool_version_id
+                     WHERE b.server_id = ?1 ORDER BY b.tool_name",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map([server_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, i64>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, Option<i64>>(4)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|source| self.read_err(&what, source))?;
+            for (name, digest, observation, accepted_by, accepted_at_ms) in rows {
+                tools.insert(
+                    name,
+                    BaselineTool {
+                        canonical_digest: self.digest_from(&digest, &what)?,
+                        observation: ObservationId(observation),
+                        accepted_by,
+                        accepted_at_ms,
+                    },
+                );
+            }
+        } else {
+            let Some(first) = self
+                .summaries(
+                    &what,
+                    "o.server_id = ?1 AND o.outcome = 'ok'",
+                    "ORDER BY o.id LIMIT 1",
+                    [server_id],
+                )?
+                .into_iter()
+                .next()
+            else {
+                return Ok(None);
+            };
+            let Some(observation) = self.observation(first.id)? else {
+                return Err(self.corrupt(format!("{what}: observation {} vanished", first.id)));
+            };
+            // The first tool of a name is the tool (a later one is a
+            // recorded duplicate); a malformed one has no version to keep.
+            let mut seen = BTreeSet::new();
+            for entry in observation.tools {
+                let Some(name) = entry.name else { continue };
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                if let Some(canonical_digest) = entry.canonical_digest {
+                    tools.insert(
+                        name,
+                        BaselineTool {
+                            canonical_digest,
+                            observation: first.id,
+                            accepted_by: None,
+                            accepted_at_ms: None,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(Some(Baseline {
+            server: server.to_owned(),
+            explicit,
+            tools,
+        }))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Types the submodules share (kept here so that their fields are visible to
+// every submodule).
+
+/// An observation row as read, before its values are checked.
+struct SummaryRow {
+    id: i64,
+    server: String,
+    started_at_ms: i64,
+    finished_at_ms: i64,
+    outcome: String,
+    error: Option<String>,
+    protocol_version: Option<String>,
+    tool_set: Option<Vec<u8>>,
+    tool_count: Option<i64>,
+    problem_count: i64,
+}
+
+/// A tool's state in one tool set: absent, or present with its canonical
+/// digest (`None` when malformed).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ToolState {
+    Absent,
+    Present(Option<Digest>),
+}
+
+/// One tool of a listing being written.
+struct Entry<'a> {
+    position: u32,
+    name: Option<&'a str>,
+    raw_tool_id: i64,
+    raw_digest: Digest,
+    canonical_digest: Option<Digest>,
+}
