@@ -12,10 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use plumbline_drift::Change;
-use plumbline_store::{
-    Baseline, NewReview, Observation, ObservationId, ObservationSummary, Outcome, Review,
-    ReviewStatus, Store,
-};
+use plumbline_store::{Baseline, ObservationId, ObservationSummary, Outcome, Review, Store};
 use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::{Evidence, RuleId, Severity};
 use serde::{Deserialize, Serialize};
@@ -23,14 +20,13 @@ use serde::{Deserialize, Serialize};
 use crate::changes::{self, ChangeDetail, ServerOverview, Step, ToolChange};
 use crate::error::{ApiError, Failure};
 use crate::links::{utc, ToolName};
+use crate::views::{
+    change_view, observation_view, parse_status, record_verdict, tool_view, Verdict,
+};
 use crate::AppState;
 
 /// The OpenAPI document, kept by hand.
 pub const OPENAPI: &str = include_str!("../openapi.json");
-
-/// The longest reviewer name and note accepted, in characters.
-pub const MAX_REVIEWER_CHARS: usize = 200;
-pub const MAX_NOTE_CHARS: usize = 4000;
 
 /// One route of the API: its method, path and handler. The router is
 /// built from this table, and the OpenAPI test reads the same table.
@@ -219,21 +215,11 @@ pub struct ChangeJson {
     pub review: Option<ReviewJson>,
 }
 
-pub fn kind(change: &Change) -> &'static str {
-    match change {
-        Change::Added => "added",
-        Change::Removed => "removed",
-        Change::Changed => "changed",
-        Change::Unchanged => "unchanged",
-        Change::Renamed { .. } => "renamed",
-    }
-}
-
 impl ChangeJson {
     fn from(t: &ToolChange, review: Option<&Review>) -> ChangeJson {
         ChangeJson {
             tool: t.name.clone(),
-            kind: kind(&t.change),
+            kind: t.change.kind(),
             from: match &t.change {
                 Change::Renamed { from } => Some(from.clone()),
                 _ => None,
@@ -373,14 +359,6 @@ fn baseline_json(b: Baseline) -> BaselineJson {
 
 // ---- handlers --------------------------------------------------------------
 
-/// An observation id from a path; anything else names no observation.
-pub(crate) fn observation_id(s: &str) -> Result<ObservationId, Failure> {
-    s.parse()
-        .ok()
-        .filter(|id: &ObservationId| id.0 > 0)
-        .ok_or_else(|| Failure::NotFound(format!("there is no observation {s:?}")))
-}
-
 async fn servers(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let rows = state
         .with_store(|store, inner| Ok(changes::overview(&*store, &inner.grader)?))
@@ -466,32 +444,6 @@ struct ProblemJson {
     message: String,
 }
 
-/// One observation with its tools, problems and changes, shared with the
-/// observation page.
-pub(crate) struct ObservationView {
-    pub observation: Observation,
-    pub step: Step,
-    pub reviews: BTreeMap<(ObservationId, String), Review>,
-}
-
-pub(crate) fn observation_view(
-    store: &impl Store,
-    inner: &crate::Inner,
-    server: &str,
-    id: &str,
-) -> Result<ObservationView, Failure> {
-    changes::server(store, server)?;
-    let id = observation_id(id)?;
-    let observation = changes::observation_of(store, server, id)?;
-    let step = changes::step(store, &inner.grader, &observation.summary)?;
-    let reviews = changes::reviews(store, server)?;
-    Ok(ObservationView {
-        observation,
-        step,
-        reviews,
-    })
-}
-
 async fn observation(
     State(state): State<AppState>,
     Path((name, id)): Path<(String, String)>,
@@ -528,21 +480,6 @@ async fn observation(
     })))
 }
 
-/// One change with its verdict, shared with the change page.
-pub(crate) fn change_view(
-    store: &impl Store,
-    inner: &crate::Inner,
-    server: &str,
-    id: &str,
-    tool: &str,
-) -> Result<(ChangeDetail, Option<Review>), Failure> {
-    changes::server(store, server)?;
-    let id = observation_id(id)?;
-    let detail = changes::change(store, &inner.grader, server, id, tool)?;
-    let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
-    Ok((detail, review))
-}
-
 async fn change(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
@@ -561,87 +498,6 @@ async fn change(
     Ok(Json(json))
 }
 
-/// A verdict to record, from the API or a form.
-pub(crate) struct Verdict {
-    pub status: ReviewStatus,
-    pub reviewer: Option<String>,
-    pub note: Option<String>,
-}
-
-/// Records a verdict on a change; accepting also moves the baseline.
-/// Returns the recorded review.
-pub(crate) async fn record_verdict(
-    state: &AppState,
-    server: String,
-    id: String,
-    tool: String,
-    verdict: Verdict,
-) -> Result<(Review, Option<Baseline>), Failure> {
-    let default_reviewer = state.inner.reviewer.clone();
-    let reviewer = verdict
-        .reviewer
-        .map(|r| r.trim().to_owned())
-        .filter(|r| !r.is_empty())
-        .unwrap_or(default_reviewer);
-    if reviewer.is_empty() {
-        return Err(Failure::BadRequest("a reviewer name is needed".to_owned()));
-    }
-    if reviewer.chars().count() > MAX_REVIEWER_CHARS {
-        return Err(Failure::BadRequest(format!(
-            "the reviewer name is longer than {MAX_REVIEWER_CHARS} characters"
-        )));
-    }
-    let note = verdict
-        .note
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty());
-    if note
-        .as_ref()
-        .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
-    {
-        return Err(Failure::BadRequest(format!(
-            "the note is longer than {MAX_NOTE_CHARS} characters"
-        )));
-    }
-    let at_ms = plumbline_store::time::now_ms();
-    state
-        .with_store(move |store, inner| {
-            changes::server(&*store, &server)?;
-            let id = observation_id(&id)?;
-            // The change must exist: a verdict on nothing is refused.
-            let detail = changes::change(&*store, &inner.grader, &server, id, &tool)?;
-            let review = NewReview {
-                observation: id,
-                tool: tool.clone(),
-                reviewer,
-                at_ms,
-                note,
-            };
-            let baseline = match verdict.status {
-                ReviewStatus::Reviewed => {
-                    store.mark_reviewed(&review)?;
-                    None
-                }
-                ReviewStatus::Accepted => {
-                    store.accept_change(&review, &changes::baseline_edits(&detail)?)?;
-                    store.baseline(&server)?
-                }
-            };
-            Ok((
-                Review {
-                    observation: review.observation,
-                    tool: review.tool,
-                    status: verdict.status,
-                    reviewer: review.reviewer,
-                    at_ms: review.at_ms,
-                    note: review.note,
-                },
-                baseline,
-            ))
-        })
-        .await
-}
-
 /// The body of `POST …/review`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -649,14 +505,6 @@ struct ReviewRequest {
     status: String,
     reviewer: Option<String>,
     note: Option<String>,
-}
-
-pub(crate) fn parse_status(s: &str) -> Result<ReviewStatus, Failure> {
-    ReviewStatus::from_stored(s).ok_or_else(|| {
-        Failure::BadRequest(format!(
-            "unknown review status {s:?}: expected \"reviewed\" or \"accepted\""
-        ))
-    })
 }
 
 async fn review(
@@ -676,70 +524,6 @@ async fn review(
         "review": ReviewJson::from(&review),
         "baseline": baseline.map(baseline_json),
     })))
-}
-
-/// A tool's current definition and history, shared with the tool page.
-pub(crate) struct ToolView {
-    pub server: String,
-    pub tool: String,
-    /// The latest version seen: the observation it first appeared at, its
-    /// digest and definition.
-    pub latest: Option<(ObservationId, plumbline_store::Digest, Value)>,
-    /// Whether the latest successful observation lists the tool.
-    pub listed_now: bool,
-    pub baseline: Option<plumbline_store::BaselineTool>,
-    pub history: Vec<plumbline_store::ToolHistoryEntry>,
-    /// Observations at which the tool has a change, for links.
-    pub changes_at: std::collections::BTreeSet<ObservationId>,
-}
-
-pub(crate) fn tool_view(
-    store: &impl Store,
-    inner: &crate::Inner,
-    server: &str,
-    tool: &str,
-) -> Result<ToolView, Failure> {
-    changes::server(store, server)?;
-    let history = store.tool_history(server, tool)?;
-    if history.is_empty() {
-        return Err(Failure::NotFound(format!(
-            "server {server:?} never listed a tool {tool:?}"
-        )));
-    }
-    let latest = match history
-        .iter()
-        .rev()
-        .find_map(|h| Some((h.observation, h.canonical_digest?)))
-    {
-        Some((at, digest)) => {
-            let bytes = store.tool_version(&digest)?.ok_or_else(|| {
-                Failure::Internal(format!("tool version {digest} is missing from the store"))
-            })?;
-            let value = plumbline_taxonomy::json::parse_tool(&bytes).map_err(|e| {
-                Failure::Internal(format!("tool version {digest} does not parse: {e}"))
-            })?;
-            Some((at, digest, value))
-        }
-        None => None,
-    };
-    let listed_now = history.last().is_some_and(|h| h.present);
-    let baseline = store
-        .baseline(server)?
-        .and_then(|mut b| b.tools.remove(tool));
-    let changes_at = changes::history(store, &inner.grader, server)?
-        .into_iter()
-        .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
-        .map(|s| s.summary.id)
-        .collect();
-    Ok(ToolView {
-        server: server.to_owned(),
-        tool: tool.to_owned(),
-        latest,
-        listed_now,
-        baseline,
-        history,
-        changes_at,
-    })
 }
 
 async fn tool(

@@ -38,6 +38,7 @@ pub mod links;
 pub mod markdown;
 pub mod pages;
 pub mod text;
+mod views;
 pub mod worddiff;
 
 use std::net::SocketAddr;

@@ -1,0 +1,103 @@
+//! The overview: every server, and the alerts the watcher gave up on.
+
+use super::*;
+
+pub(super) async fn overview(
+    State(state): State<AppState>,
+    Query(query): Query<BTreeMap<String, String>>,
+) -> Result<Html<String>, PageError> {
+    let by = query
+        .get("sort")
+        .and_then(|s| Sort::parse(s))
+        .unwrap_or(Sort::Drift);
+    let (mut rows, failed_alerts) = state
+        .with_store(|store, inner| {
+            let rows = changes::overview(&*store, &inner.grader)?;
+            let failed = plumbline_store::Store::failed_alerts(&*store, FAILED_ALERTS_SHOWN)?;
+            Ok((rows, failed))
+        })
+        .await?;
+    changes::sort(&mut rows, by);
+    let sort_link = |s: Sort, label: &str| {
+        html! { a class=[(s == by).then_some("active")] href={ "/?sort=" (s.as_str()) } { (label) } }
+    };
+    Ok(layout(
+        Some(state.taxonomy()),
+        "Servers",
+        html! {
+            h1 { "Servers" }
+            @if rows.is_empty() {
+                p.empty { "No observations yet: run " code { "plumbline observe" } " or " code { "plumbline watch" } " to record some." }
+            } @else {
+                table.servers {
+                    thead { tr {
+                        th { (sort_link(Sort::Name, "Server")) }
+                        th { (sort_link(Sort::Observed, "Last observation")) }
+                        th { "Status" }
+                        th.num { "Tools" }
+                        th { (sort_link(Sort::Severity, "Worst unreviewed")) }
+                        th.num { (sort_link(Sort::Unreviewed, "Unreviewed")) }
+                        th { (sort_link(Sort::Drift, "Latest drift")) }
+                    } }
+                    tbody {
+                        @for row in &rows {
+                            tr {
+                                td { a href=(links::server(&row.name)) { (line(&row.name)) } }
+                                td {
+                                    @if let Some(last) = &row.last {
+                                        a href=(links::observation(&row.name, last.id)) { time { (utc(last.finished_at_ms)) } }
+                                    } @else { "never" }
+                                }
+                                td {
+                                    @if let Some(last) = &row.last { (outcome_badge(&last.outcome)) } @else { "—" }
+                                }
+                                td.num { @if let Some(n) = row.tool_count { (n) } @else { "—" } }
+                                td {
+                                    @if let Some(s) = row.worst_unreviewed { (severity_badge(s)) } @else { span.muted { "—" } }
+                                }
+                                td.num.unreviewed { (row.unreviewed) }
+                                td {
+                                    @if let Some(at) = row.last_drift_at_ms { time { (utc(at)) } } @else { span.muted { "never" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if !failed_alerts.is_empty() {
+                section.failed-alerts {
+                    h2 { "Alerts not delivered" }
+                    p { "The watcher gave up on these after their last attempt (or their channel is no longer configured); they are kept, not retried." }
+                    table {
+                        thead { tr { th { "Failed" } th { "Channel" } th { "Server" } th { "Alert" } th.num { "Attempts" } th { "Last error" } } }
+                        tbody {
+                            @for a in &failed_alerts {
+                                tr {
+                                    td { @if let Some(at) = a.failed_at_ms { time { (utc(at)) } } }
+                                    td { (line(&a.channel)) }
+                                    td { a href=(links::observation(&a.server, a.observation)) { (line(&a.server)) } }
+                                    td { (line(&a.key)) }
+                                    td.num { (a.attempts) }
+                                    td { (line(a.last_error.as_deref().unwrap_or(""))) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+/// The most recent failed alerts the overview lists.
+pub(super) const FAILED_ALERTS_SHOWN: u32 = 50;
+
+pub(super) async fn stylesheet() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        CSS,
+    )
+}

@@ -1,0 +1,115 @@
+//! A server: its tools, baseline and timeline.
+
+use super::*;
+
+pub(super) async fn server(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Html<String>, PageError> {
+    let view_name = name.clone();
+    let (server, steps, reviews, baseline, current) = state
+        .with_store(move |store, inner| {
+            let server = changes::server(&*store, &name)?;
+            let steps = changes::recent(&*store, &inner.grader, &name, TIMELINE_ROWS)?;
+            let reviews = changes::reviews(&*store, &name)?;
+            let baseline = store.baseline(&name)?;
+            let current: Vec<String> = match store.latest_successful(&name, None)? {
+                Some(s) => {
+                    let o = changes::observation_of(&*store, &name, s.id)?;
+                    let mut names: Vec<String> =
+                        o.tools.into_iter().filter_map(|t| t.name).collect();
+                    names.sort();
+                    names.dedup();
+                    names
+                }
+                None => Vec::new(),
+            };
+            Ok((server, steps, reviews, baseline, current))
+        })
+        .await?;
+    let name = view_name;
+    Ok(layout(
+        Some(state.taxonomy()),
+        &name,
+        html! {
+            p.crumbs { a href="/" { "Servers" } " / " (line(&name)) }
+            h1 { "Server " (line(&name)) }
+            p.identity { "Reached by " code { (line(&server.identity)) } }
+            section {
+                h2 { "Tools now" }
+                @if current.is_empty() {
+                    p.muted { "No successful observation yet." }
+                } @else {
+                    ul.tools {
+                        @for t in &current { li { a href=(links::tool(&name, t)) { (line(t)) } } }
+                    }
+                }
+            }
+            section {
+                h2 { "Baseline" }
+                @match &baseline {
+                    None => p.muted { "None yet: the first successful observation will be the baseline." },
+                    Some(b) if !b.explicit => p {
+                        "The tools of the first successful observation ("
+                        @if let Some(t) = b.tools.values().next() {
+                            a href=(links::observation(&name, t.observation)) { "#" (t.observation) }
+                        } @else { "no tools" }
+                        "); no change accepted yet. " (b.tools.len()) " tools."
+                    },
+                    Some(b) => p {
+                        (b.tools.len()) " tools, "
+                        (b.tools.values().filter(|t| t.accepted_by.is_some()).count())
+                        " of them from accepted changes."
+                    },
+                }
+                p { a href={ "/api/v1" (links::server(&name)) "/baseline" } { "The baseline as JSON" } }
+            }
+            section {
+                h2 { "Timeline" }
+                @if steps.1 {
+                    p.muted { "The latest " (TIMELINE_ROWS) " observations." }
+                }
+                table.timeline {
+                    thead { tr { th { "Observation" } th { "Finished" } th { "Outcome" } th.num { "Tools" } th { "Changes" } } }
+                    tbody {
+                        @for step in steps.0.iter().rev() {
+                            @let o = &step.summary;
+                            tr {
+                                td { a href=(links::observation(&name, o.id)) { "#" (o.id) } }
+                                td { time { (utc(o.finished_at_ms)) } }
+                                td { (outcome_badge(&o.outcome)) }
+                                td.num { (o.tool_count) }
+                                td {
+                                    @match &o.outcome {
+                                        Outcome::Failed { error } => span.error { (line(&first_line(error, 200))) },
+                                        Outcome::Ok if step.previous.is_none() => span.muted { "first observation: the baseline" },
+                                        Outcome::Ok if step.changes.is_empty() => span.muted { "no change" },
+                                        Outcome::Ok => ul.changes {
+                                            @for t in &step.changes.tools {
+                                                li { (change_summary(&name, o.id, t, reviews.get(&(o.id, t.name.clone())))) }
+                                            }
+                                        },
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    ))
+}
+
+pub(super) fn change_summary(
+    server: &str,
+    id: ObservationId,
+    t: &ToolChange,
+    review: Option<&Review>,
+) -> Markup {
+    html! {
+        a.change href=(links::change(server, id, &t.name)) {
+            (severity_badge(t.severity)) " " (line(&t.name))
+        }
+        " " (kind_label(&t.change)) " " (review_label(review))
+    }
+}

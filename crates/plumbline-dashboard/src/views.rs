@@ -1,0 +1,221 @@
+//! What a page and its JSON twin both show, read from the history in one
+//! store call: the view models behind the observation, change and tool
+//! pages, and recording a reviewer's verdict.
+
+use std::collections::BTreeMap;
+
+use plumbline_store::{
+    Baseline, NewReview, Observation, ObservationId, Review, ReviewStatus, Store,
+};
+use plumbline_taxonomy::json::Value;
+
+use crate::changes::{self, ChangeDetail, Step};
+use crate::error::Failure;
+use crate::AppState;
+
+/// The longest reviewer name and note accepted, in characters.
+pub const MAX_REVIEWER_CHARS: usize = 200;
+
+pub const MAX_NOTE_CHARS: usize = 4000;
+
+/// An observation id from a path; anything else names no observation.
+pub(crate) fn observation_id(s: &str) -> Result<ObservationId, Failure> {
+    s.parse()
+        .ok()
+        .filter(|id: &ObservationId| id.0 > 0)
+        .ok_or_else(|| Failure::NotFound(format!("there is no observation {s:?}")))
+}
+
+/// One observation with its tools, problems and changes, shared with the
+/// observation page.
+pub(crate) struct ObservationView {
+    pub observation: Observation,
+    pub step: Step,
+    pub reviews: BTreeMap<(ObservationId, String), Review>,
+}
+
+pub(crate) fn observation_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    id: &str,
+) -> Result<ObservationView, Failure> {
+    changes::server(store, server)?;
+    let id = observation_id(id)?;
+    let observation = changes::observation_of(store, server, id)?;
+    let step = changes::step(store, &inner.grader, &observation.summary)?;
+    let reviews = changes::reviews(store, server)?;
+    Ok(ObservationView {
+        observation,
+        step,
+        reviews,
+    })
+}
+
+/// One change with its verdict, shared with the change page.
+pub(crate) fn change_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    id: &str,
+    tool: &str,
+) -> Result<(ChangeDetail, Option<Review>), Failure> {
+    changes::server(store, server)?;
+    let id = observation_id(id)?;
+    let detail = changes::change(store, &inner.grader, server, id, tool)?;
+    let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
+    Ok((detail, review))
+}
+
+/// A verdict to record, from the API or a form.
+pub(crate) struct Verdict {
+    pub status: ReviewStatus,
+    pub reviewer: Option<String>,
+    pub note: Option<String>,
+}
+
+/// Records a verdict on a change; accepting also moves the baseline.
+/// Returns the recorded review.
+pub(crate) async fn record_verdict(
+    state: &AppState,
+    server: String,
+    id: String,
+    tool: String,
+    verdict: Verdict,
+) -> Result<(Review, Option<Baseline>), Failure> {
+    let default_reviewer = state.inner.reviewer.clone();
+    let reviewer = verdict
+        .reviewer
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .unwrap_or(default_reviewer);
+    if reviewer.is_empty() {
+        return Err(Failure::BadRequest("a reviewer name is needed".to_owned()));
+    }
+    if reviewer.chars().count() > MAX_REVIEWER_CHARS {
+        return Err(Failure::BadRequest(format!(
+            "the reviewer name is longer than {MAX_REVIEWER_CHARS} characters"
+        )));
+    }
+    let note = verdict
+        .note
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty());
+    if note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
+    {
+        return Err(Failure::BadRequest(format!(
+            "the note is longer than {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    let at_ms = plumbline_store::time::now_ms();
+    state
+        .with_store(move |store, inner| {
+            changes::server(&*store, &server)?;
+            let id = observation_id(&id)?;
+            // The change must exist: a verdict on nothing is refused.
+            let detail = changes::change(&*store, &inner.grader, &server, id, &tool)?;
+            let review = NewReview {
+                observation: id,
+                tool: tool.clone(),
+                reviewer,
+                at_ms,
+                note,
+            };
+            let baseline = match verdict.status {
+                ReviewStatus::Reviewed => {
+                    store.mark_reviewed(&review)?;
+                    None
+                }
+                ReviewStatus::Accepted => {
+                    store.accept_change(&review, &changes::baseline_edits(&detail)?)?;
+                    store.baseline(&server)?
+                }
+            };
+            Ok((
+                Review {
+                    observation: review.observation,
+                    tool: review.tool,
+                    status: verdict.status,
+                    reviewer: review.reviewer,
+                    at_ms: review.at_ms,
+                    note: review.note,
+                },
+                baseline,
+            ))
+        })
+        .await
+}
+
+pub(crate) fn parse_status(s: &str) -> Result<ReviewStatus, Failure> {
+    ReviewStatus::from_stored(s).ok_or_else(|| {
+        Failure::BadRequest(format!(
+            "unknown review status {s:?}: expected \"reviewed\" or \"accepted\""
+        ))
+    })
+}
+
+/// A tool's current definition and history, shared with the tool page.
+pub(crate) struct ToolView {
+    pub server: String,
+    pub tool: String,
+    /// The latest version seen: the observation it first appeared at, its
+    /// digest and definition.
+    pub latest: Option<(ObservationId, plumbline_store::Digest, Value)>,
+    /// Whether the latest successful observation lists the tool.
+    pub listed_now: bool,
+    pub baseline: Option<plumbline_store::BaselineTool>,
+    pub history: Vec<plumbline_store::ToolHistoryEntry>,
+    /// Observations at which the tool has a change, for links.
+    pub changes_at: std::collections::BTreeSet<ObservationId>,
+}
+
+pub(crate) fn tool_view(
+    store: &impl Store,
+    inner: &crate::Inner,
+    server: &str,
+    tool: &str,
+) -> Result<ToolView, Failure> {
+    changes::server(store, server)?;
+    let history = store.tool_history(server, tool)?;
+    if history.is_empty() {
+        return Err(Failure::NotFound(format!(
+            "server {server:?} never listed a tool {tool:?}"
+        )));
+    }
+    let latest = match history
+        .iter()
+        .rev()
+        .find_map(|h| Some((h.observation, h.canonical_digest?)))
+    {
+        Some((at, digest)) => {
+            let bytes = store.tool_version(&digest)?.ok_or_else(|| {
+                Failure::Internal(format!("tool version {digest} is missing from the store"))
+            })?;
+            let value = plumbline_taxonomy::json::parse_tool(&bytes).map_err(|e| {
+                Failure::Internal(format!("tool version {digest} does not parse: {e}"))
+            })?;
+            Some((at, digest, value))
+        }
+        None => None,
+    };
+    let listed_now = history.last().is_some_and(|h| h.present);
+    let baseline = store
+        .baseline(server)?
+        .and_then(|mut b| b.tools.remove(tool));
+    let changes_at = changes::history(store, &inner.grader, server)?
+        .into_iter()
+        .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
+        .map(|s| s.summary.id)
+        .collect();
+    Ok(ToolView {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        latest,
+        listed_now,
+        baseline,
+        history,
+        changes_at,
+    })
+}
