@@ -1,0 +1,196 @@
+//! `plumbline check`: the current tools against plumbline.lock (or the store's baseline), and its exit codes.
+
+use super::*;
+
+/// The exit code of `check`: 2 when any server could not be evaluated (it
+/// never passes silently), else 1 when drift reached the threshold, else 0.
+pub fn check_outcome(results: &[ServerCheck], fail_on: Severity) -> Outcome {
+    results.iter().fold(Outcome::Clean, |acc, r| {
+        let this = match &r.drift {
+            None => Outcome::InputError,
+            // Only actual drift can fail the build: a lock that matches
+            // passes even at `--fail-on none`.
+            Some(d) if d.changes().next().is_some() && d.severity >= fail_on => {
+                Outcome::ThresholdReached
+            }
+            Some(_) => Outcome::Clean,
+        };
+        acc.and(this)
+    })
+}
+
+pub fn check(args: &CheckArgs) -> Result<Outcome> {
+    // What the reports name as the baseline: the lock file, or the store.
+    let (lock, baseline_file) = if args.against_store {
+        let store = crate::commands::open_store(args.store.path.as_deref())?;
+        let path = store.path().to_path_buf();
+        let configured = if args.config.path.exists() {
+            Config::load(&args.config.path)?.taxonomy
+        } else {
+            None
+        };
+        let taxonomy = args.taxonomy.taxonomy.or(configured).unwrap_or_default();
+        (LockFile::from_store(&store, &args.servers, taxonomy)?, path)
+    } else {
+        (LockFile::load(&args.lock)?, args.lock.clone())
+    };
+    // The lock's grades were reviewed under its taxonomy; another one may
+    // be asked for, but not silently.
+    let taxonomy = args.taxonomy.taxonomy.unwrap_or_else(|| lock.taxonomy());
+    if taxonomy != lock.taxonomy() {
+        eprintln!(
+            "warning: grading with {taxonomy}, but {} was pinned under {}",
+            baseline_file.display(),
+            lock.taxonomy()
+        );
+    }
+    let source = if args.against_store {
+        format!("the baselines in {}", baseline_file.display())
+    } else {
+        baseline_file.display().to_string()
+    };
+    let servers: Vec<String> = if args.servers.is_empty() {
+        lock.servers.keys().cloned().collect()
+    } else {
+        args.servers.clone()
+    };
+    let mut currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
+    let classifier = Classifier::for_taxonomy(taxonomy);
+    let mut results = Vec::new();
+    for server in &servers {
+        let Some(locked) = lock.servers.get(server) else {
+            results.push(ServerCheck {
+                server: server.clone(),
+                status: "unavailable",
+                error: Some(format!("{server:?} is not in {source}")),
+                drift: None,
+            });
+            continue;
+        };
+        let now = currents
+            .iter()
+            .position(|c| &c.server == server)
+            .map(|i| currents.swap_remove(i));
+        let tools = match now.map(|c| c.tools) {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
+                results.push(ServerCheck {
+                    server: server.clone(),
+                    status: "unavailable",
+                    error: Some(e),
+                    drift: None,
+                });
+                continue;
+            }
+            None => {
+                results.push(ServerCheck {
+                    server: server.clone(),
+                    status: "unavailable",
+                    error: Some("no current listing".to_owned()),
+                    drift: None,
+                });
+                continue;
+            }
+        };
+        let old: Vec<(String, Value)> = locked
+            .tools
+            .iter()
+            .map(|t| Ok((t.name.clone(), t.value()?)))
+            .collect::<Result<_>>()?;
+        let new: Vec<(String, Value)> = tools
+            .iter()
+            .filter_map(|(name, raw)| {
+                let name = name.clone()?;
+                plumbline_taxonomy::json::parse_tool(raw)
+                    .ok()
+                    .map(|v| (name, v))
+            })
+            .collect();
+        results.push(ServerCheck {
+            server: server.clone(),
+            status: "ok",
+            error: None,
+            drift: Some(drift_of(&classifier, &old, &new)),
+        });
+    }
+    // Worst first.
+    results.sort_by(|a, b| {
+        let sev = |r: &ServerCheck| r.drift.as_ref().map(|d| d.severity);
+        a.drift
+            .is_some()
+            .cmp(&b.drift.is_some())
+            .then(sev(b).cmp(&sev(a)))
+            .then_with(|| a.server.cmp(&b.server))
+    });
+    let outcome = check_outcome(&results, args.fail_on);
+    let mut out = io::stdout().lock();
+    match args.format {
+        CheckFormat::Sarif => {
+            serde_json::to_writer_pretty(
+                &mut out,
+                &crate::report::sarif(&results, &baseline_file, taxonomy),
+            )?;
+            writeln!(out)?;
+        }
+        CheckFormat::Markdown => {
+            out.write_all(
+                crate::report::markdown(&results, outcome, args.fail_on, &baseline_file, taxonomy)
+                    .as_bytes(),
+            )?;
+        }
+        CheckFormat::Json => {
+            serde_json::to_writer(
+                &mut out,
+                &serde_json::json!({
+                    "lock": baseline_file.display().to_string(),
+                    "taxonomy": taxonomy,
+                    "fail_on": args.fail_on,
+                    "exit_code": crate::exit::code(outcome),
+                    "servers": results,
+                }),
+            )?;
+            writeln!(out)?;
+        }
+        CheckFormat::Human => {
+            for r in &results {
+                let name = for_terminal(&r.server, false);
+                match (&r.drift, &r.error) {
+                    (Some(d), _) if d.changes().count() == 0 && d.duplicates.is_empty() => {
+                        let what = if args.against_store {
+                            "baseline"
+                        } else {
+                            "lock"
+                        };
+                        writeln!(out, "{name}: matches the {what}")?;
+                    }
+                    (Some(d), _) => {
+                        writeln!(
+                            out,
+                            "{name}: {} ({} changed)",
+                            d.severity,
+                            d.changes().count()
+                        )?;
+                        render::drift(&mut out, d)?;
+                    }
+                    (None, e) => writeln!(
+                        out,
+                        "{name}: could not be evaluated: {}",
+                        for_terminal(e.as_deref().unwrap_or("unknown"), false)
+                    )?,
+                }
+            }
+            let verdict = match outcome {
+                Outcome::Clean => format!("passed: no drift at or above {}", args.fail_on),
+                Outcome::ThresholdReached => format!("failed: drift at or above {}", args.fail_on),
+                Outcome::InputError => "failed: a server could not be evaluated".to_owned(),
+            };
+            writeln!(
+                out,
+                "{verdict} ({} servers checked against {source}, {taxonomy})",
+                results.len(),
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(outcome)
+}

@@ -1,0 +1,148 @@
+//! Baselines and the CI gate: `plumbline pin` writes the reviewed tools to
+//! `plumbline.lock`; `plumbline check` compares what servers publish now
+//! with it and fails the build on drift that matters.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+use plumbline_drift::Drift;
+use plumbline_taxonomy::json::Value;
+use plumbline_taxonomy::sanitize::for_terminal;
+use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
+use serde::Serialize;
+
+use crate::cli::{CheckArgs, CheckFormat, PinArgs};
+use crate::config::{Config, ServerConfig};
+use crate::exit::Outcome;
+use crate::lock::{LockFile, LockedServer, LockedTool};
+use crate::observe::collect;
+use crate::render;
+use crate::tools_input::{self, RawListing};
+
+mod check;
+mod pin;
+#[cfg(test)]
+mod tests;
+
+pub use check::*;
+pub use pin::*;
+
+/// What one server publishes now, or why that is unknown.
+struct Current {
+    server: String,
+    identity: serde_json::Value,
+    tools: Result<RawListing, String>,
+}
+
+/// The current tools of `servers` (all available when empty): from saved
+/// listings with `--tools`, else by observing the configured servers.
+fn current(tools: Option<&Path>, config: &Path, servers: &[String]) -> Result<Vec<Current>> {
+    if let Some(path) = tools {
+        let saved = tools_input::read(path)?;
+        let mut out = Vec::new();
+        for s in saved {
+            if !servers.is_empty() && !servers.contains(&s.server) {
+                continue;
+            }
+            out.push(Current {
+                identity: serde_json::json!({"transport": "saved", "file": format!("{}.json", s.server)}),
+                server: s.server,
+                tools: Ok(s.tools),
+            });
+        }
+        for wanted in servers {
+            if !out.iter().any(|c| &c.server == wanted) {
+                out.push(Current {
+                    server: wanted.clone(),
+                    identity: serde_json::Value::Null,
+                    tools: Err(format!(
+                        "no saved listing for {wanted:?} in {}",
+                        path.display()
+                    )),
+                });
+            }
+        }
+        return Ok(out);
+    }
+    let config = Config::load(config)?;
+    let mut chosen: Vec<(String, ServerConfig)> = Vec::new();
+    let mut missing = Vec::new();
+    if servers.is_empty() {
+        chosen.extend(config.servers.iter().map(|(n, c)| (n.clone(), c.clone())));
+    } else {
+        for s in servers {
+            match config.servers.get(s) {
+                Some(c) => chosen.push((s.clone(), c.clone())),
+                None => missing.push(s.clone()),
+            }
+        }
+    }
+    let limits = config.limits.limits()?;
+    let runtime = crate::commands::runtime()?;
+    let collected = runtime.block_on(collect(chosen, limits, 8))?;
+    let mut out: Vec<Current> = collected
+        .into_iter()
+        .map(|c| Current {
+            server: c.server,
+            identity: c.identity,
+            tools: c
+                .result
+                .map(|l| l.tools.into_iter().map(|t| (t.name, t.raw)).collect()),
+        })
+        .collect();
+    out.extend(missing.into_iter().map(|s| Current {
+        tools: Err(format!("{s:?} is not in the configuration")),
+        server: s,
+        identity: serde_json::Value::Null,
+    }));
+    Ok(out)
+}
+
+fn canonical_identity(identity: &serde_json::Value) -> Result<String> {
+    let canonical = plumbline_store::canonicalize(identity.to_string().as_bytes())?;
+    Ok(String::from_utf8(canonical)?)
+}
+
+/// Pins every named tool; elements that are not tools are left out with
+/// a warning.
+fn pin_tools(server: &str, tools: &[(Option<String>, Vec<u8>)]) -> Result<Vec<LockedTool>> {
+    let mut out = Vec::new();
+    for (i, (name, raw)) in tools.iter().enumerate() {
+        match name {
+            Some(n) => out.push(LockedTool::from_raw(n, raw)?),
+            None => {
+                eprintln!("warning: {server}: element {i} of the listing is not a tool; not pinned")
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The drift from pinned to current tools (not stored observations: the
+/// history is not involved).
+fn drift_of(classifier: &Classifier, old: &[(String, Value)], new: &[(String, Value)]) -> Drift {
+    fn view(tools: &[(String, Value)]) -> Vec<plumbline_drift::Tool<'_>> {
+        tools
+            .iter()
+            .map(|(name, definition)| plumbline_drift::Tool { name, definition })
+            .collect()
+    }
+    plumbline_drift::drift(classifier, &view(old), &view(new))
+}
+
+// ---------------------------------------------------------------------------
+// Types the submodules share (kept here so that their fields are visible to
+// every submodule).
+
+/// What `check` found for one server.
+#[derive(Debug, Serialize)]
+pub struct ServerCheck {
+    pub server: String,
+    /// `ok`, or `unavailable` when the server could not be evaluated.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+}

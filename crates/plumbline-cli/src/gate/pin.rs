@@ -1,0 +1,185 @@
+//! `plumbline pin`: write plumbline.lock from the current tools, or update it change by change.
+
+use super::*;
+
+pub fn pin(args: &PinArgs) -> Result<Outcome> {
+    let mut lock = if args.lock.exists() {
+        LockFile::load(&args.lock)?
+    } else {
+        if args.update {
+            bail!(
+                "{} does not exist: run plumbline pin first",
+                args.lock.display()
+            );
+        }
+        LockFile::new(Taxonomy::default())
+    };
+    let before = lock.clone();
+    let (servers, only_tools): (Vec<String>, Vec<String>) = if args.update {
+        let Some((server, tools)) = args.servers.split_first() else {
+            bail!("--update needs a SERVER (and optionally TOOL names)");
+        };
+        (vec![server.clone()], tools.to_vec())
+    } else {
+        (args.servers.clone(), Vec::new())
+    };
+    // --taxonomy, else the registry's, else the lock's own.
+    let configured = if args.config.path.exists() {
+        Config::load(&args.config.path)?.taxonomy
+    } else {
+        None
+    };
+    let taxonomy = args
+        .taxonomy
+        .taxonomy
+        .or(configured)
+        .unwrap_or_else(|| lock.taxonomy());
+    let currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
+    if currents.is_empty() {
+        bail!("no servers to pin: configure them in plumbline.toml, or pass --tools");
+    }
+    let classifier = Classifier::for_taxonomy(taxonomy);
+    let mut outcome = Outcome::Clean;
+    let mut out = io::stdout().lock();
+    for c in currents {
+        let tools = match &c.tools {
+            Ok(t) => t,
+            Err(e) => {
+                writeln!(
+                    out,
+                    "{}: could not be observed, not pinned: {}",
+                    c.server,
+                    for_terminal(e, false)
+                )?;
+                outcome = outcome.and(Outcome::InputError);
+                continue;
+            }
+        };
+        let fresh = pin_tools(&c.server, tools)?;
+        if !args.update {
+            writeln!(
+                out,
+                "{}: pinned {} tools",
+                for_terminal(&c.server, false),
+                fresh.len()
+            )?;
+            lock.servers.insert(
+                c.server.clone(),
+                LockedServer {
+                    identity: canonical_identity(&c.identity)?,
+                    tools: fresh,
+                },
+            );
+            continue;
+        }
+        let Some(locked) = lock.servers.get(&c.server).cloned() else {
+            bail!(
+                "{:?} is not in {}: pin it first",
+                c.server,
+                args.lock.display()
+            );
+        };
+        let mut names: Vec<String> = if only_tools.is_empty() {
+            locked
+                .tools
+                .iter()
+                .chain(&fresh)
+                .map(|t| t.name.clone())
+                .collect()
+        } else {
+            only_tools.clone()
+        };
+        names.sort();
+        names.dedup();
+        let mut updated = locked.tools.clone();
+        let mut refused = false;
+        let mut changed = 0;
+        // The drift from the lock to what is published, by the drift policy
+        // every other command uses (added tools, renames).
+        let parsed = |tools: &[LockedTool]| -> Result<Vec<(String, Value)>> {
+            tools
+                .iter()
+                .map(|t| Ok((t.name.clone(), t.value()?)))
+                .collect()
+        };
+        let drift = drift_of(&classifier, &parsed(&locked.tools)?, &parsed(&fresh)?);
+        for name in &names {
+            let before: Vec<&LockedTool> =
+                locked.tools.iter().filter(|t| &t.name == name).collect();
+            let after: Vec<&LockedTool> = fresh.iter().filter(|t| &t.name == name).collect();
+            if before.is_empty() && after.is_empty() {
+                bail!("{}: no tool named {name:?} pinned or published", c.server);
+            }
+            let severity = drift
+                .tools
+                .iter()
+                .filter(|t| {
+                    &t.name == name
+                        || matches!(&t.change, plumbline_drift::Change::Renamed { from } if from == name)
+                })
+                .map(|t| t.severity)
+                .max()
+                .unwrap_or(Severity::None);
+            let what = match (before.is_empty(), after.is_empty()) {
+                (_, true) => "removed from the lock",
+                (true, false) => "pinned (new)",
+                (false, false)
+                    if before
+                        .iter()
+                        .map(|t| &t.sha256)
+                        .eq(after.iter().map(|t| &t.sha256)) =>
+                {
+                    "unchanged"
+                }
+                (false, false) => "re-pinned",
+            };
+            if args.max_severity.is_some_and(|max| severity > max) && !args.force {
+                writeln!(
+                    out,
+                    "{}/{}: refused: the change is {severity}, above --max-severity (use --force after review)",
+                    for_terminal(&c.server, false),
+                    for_terminal(name, false)
+                )?;
+                refused = true;
+                continue;
+            }
+            if what != "unchanged" {
+                changed += 1;
+            }
+            updated.retain(|t| &t.name != name);
+            updated.extend(after.into_iter().cloned());
+            writeln!(
+                out,
+                "{}/{}: {what} ({severity})",
+                for_terminal(&c.server, false),
+                for_terminal(name, false)
+            )?;
+        }
+        if refused {
+            outcome = outcome.and(Outcome::ThresholdReached);
+        }
+        if changed == 0 {
+            writeln!(
+                out,
+                "{}: nothing to change in the lock",
+                for_terminal(&c.server, false)
+            )?;
+        }
+        lock.servers.insert(
+            c.server.clone(),
+            LockedServer {
+                identity: locked.identity,
+                tools: updated,
+            },
+        );
+    }
+    lock.set_taxonomy(taxonomy);
+    if args.lock.exists() && lock == before {
+        writeln!(out, "{} unchanged", args.lock.display())?;
+    } else {
+        lock.save(&args.lock)?;
+        writeln!(out, "wrote {}", args.lock.display())?;
+    }
+    out.flush()?;
+    Ok(outcome)
+}
