@@ -68,6 +68,17 @@ pub fn is_reference(value: &str) -> bool {
 /// (and fragment) parameters replaced by [`REDACTED`]. Text that is not a
 /// URL (no `://`) is returned as it is.
 pub fn redact_url(url: &str) -> Cow<'_, str> {
+    replace_url(url, &mut |_, _| REDACTED.to_owned())
+}
+
+/// `url` with its user information and the values of secret-looking query
+/// (and fragment) parameters replaced by what `replace` returns for
+/// (`userinfo` or the parameter's name, the value). `${NAME}` references
+/// are kept.
+pub fn replace_url<'a>(
+    url: &'a str,
+    replace: &mut dyn FnMut(&str, &str) -> String,
+) -> Cow<'a, str> {
     let Some(scheme_end) = url.find("://") else {
         return Cow::Borrowed(url);
     };
@@ -88,12 +99,12 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(url.len());
     out.push_str(&url[..start]);
     match authority.rfind('@') {
-        Some(at) => {
-            out.push_str(REDACTED);
+        Some(at) if !is_reference(&authority[..at]) => {
+            out.push_str(&replace("userinfo", &authority[..at]));
             out.push_str(&authority[at..]);
             changed = true;
         }
-        None => out.push_str(authority),
+        _ => out.push_str(authority),
     }
     out.push_str(path);
     for (mark, params) in [('?', query), ('#', fragment)] {
@@ -107,7 +118,7 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
                 Some((k, v)) if is_secret_name(k) && !v.is_empty() && !is_reference(v) => {
                     out.push_str(k);
                     out.push('=');
-                    out.push_str(REDACTED);
+                    out.push_str(&replace(k, v));
                     changed = true;
                 }
                 _ => out.push_str(pair),
@@ -199,27 +210,42 @@ pub fn args_hold_secrets(args: &[String]) -> bool {
 /// `Authorization: Bearer …`, `X-Api-Key: …`, `Bearer …`, and URLs as
 /// [`redact_url`] does. `${NAME}` references are kept.
 pub fn redact_args(args: &[String]) -> Vec<String> {
+    replace_args(args, &mut |_, _| REDACTED.to_owned())
+}
+
+/// `args` with each secret value replaced by what `replace` returns for
+/// (the flag, variable, header or scheme that names it, the value); the
+/// forms are those of [`redact_args`], URLs as [`replace_url`] does.
+pub fn replace_args(args: &[String], replace: &mut dyn FnMut(&str, &str) -> String) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
-    let mut value_of_flag = false;
+    let mut flag: Option<&str> = None;
     for arg in args {
-        if value_of_flag && !arg.starts_with('-') {
-            value_of_flag = false;
-            out.push(if is_reference(arg) {
-                arg.clone()
-            } else {
-                REDACTED.to_owned()
-            });
-            continue;
+        if let Some(name) = flag.take() {
+            if !arg.starts_with('-') {
+                out.push(if is_reference(arg) {
+                    arg.clone()
+                } else {
+                    replace(name.trim_start_matches('-'), arg)
+                });
+                continue;
+            }
         }
-        value_of_flag = false;
         out.push(match classify_arg(arg) {
-            Arg::Assignment { name } => format!("{name}={REDACTED}"),
+            Arg::Assignment { name } => {
+                let value = &arg[name.len() + 1..];
+                format!("{name}={}", replace(name.trim_start_matches('-'), value))
+            }
             Arg::Flag => {
-                value_of_flag = true;
+                flag = Some(arg.as_str());
                 arg.clone()
             }
-            Arg::Header { keep } => format!("{keep}{REDACTED}"),
-            Arg::Other => redact_url_within(arg).into_owned(),
+            Arg::Header { keep } => {
+                let key = keep
+                    .split_once(':')
+                    .map_or(keep.trim(), |(name, _)| name.trim());
+                format!("{keep}{}", replace(key, &arg[keep.len()..]))
+            }
+            Arg::Other => replace_url_within(arg, replace).into_owned(),
         });
     }
     out
@@ -228,6 +254,14 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
 /// Every URL inside `text` (from a `scheme://` to the next white space or
 /// quote or closing parenthesis) redacted as [`redact_url`] does.
 pub fn redact_url_within(text: &str) -> Cow<'_, str> {
+    replace_url_within(text, &mut |_, _| REDACTED.to_owned())
+}
+
+/// [`redact_url_within`] with [`replace_url`]'s replacement.
+pub fn replace_url_within<'a>(
+    text: &'a str,
+    replace: &mut dyn FnMut(&str, &str) -> String,
+) -> Cow<'a, str> {
     if !text.contains("://") {
         return Cow::Borrowed(text);
     }
@@ -244,7 +278,7 @@ pub fn redact_url_within(text: &str) -> Cow<'_, str> {
             .map_or(rest.len(), |j| i + j);
         out.push_str(&rest[..scheme_start]);
         let url = &rest[scheme_start..end];
-        let shown = redact_url(url);
+        let shown = replace_url(url, replace);
         changed |= matches!(shown, Cow::Owned(_));
         out.push_str(&shown);
         rest = &rest[end..];
@@ -407,6 +441,55 @@ mod tests {
             "1"
         ])));
         assert!(args_hold_secrets(&args(&["--password", "hunter22"])));
+    }
+
+    #[test]
+    fn replacements_name_what_they_replace() {
+        let mut seen = Vec::new();
+        let mut name = |key: &str, value: &str| {
+            seen.push((key.to_owned(), value.to_owned()));
+            format!("${{{}}}", key.to_ascii_uppercase().replace('-', "_"))
+        };
+        let out = replace_args(
+            &args(&[
+                "--token=abc",
+                "--api-key",
+                "k1",
+                "Authorization: Bearer t0",
+                "https://u:p@h.example/mcp?key=q1&x=1",
+                "--keep",
+                "${ALREADY}",
+            ]),
+            &mut name,
+        );
+        assert_eq!(
+            out,
+            args(&[
+                "--token=${TOKEN}",
+                "--api-key",
+                "${API_KEY}",
+                "Authorization: Bearer ${AUTHORIZATION}",
+                "https://${USERINFO}@h.example/mcp?key=${KEY}&x=1",
+                "--keep",
+                "${ALREADY}",
+            ])
+        );
+        assert_eq!(
+            seen,
+            [
+                ("token", "abc"),
+                ("api-key", "k1"),
+                ("Authorization", "t0"),
+                ("userinfo", "u:p"),
+                ("key", "q1"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        // A URL whose secrets are references already is left alone.
+        assert_eq!(
+            replace_url("https://${CRED}@h/?token=${T}", &mut |_, _| unreachable!()),
+            "https://${CRED}@h/?token=${T}"
+        );
     }
 
     #[test]

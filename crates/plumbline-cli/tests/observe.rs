@@ -197,6 +197,7 @@ fn discover_imports_every_client_without_copying_secrets() {
         "vscode",
         "windsurf",
         "gemini-cli",
+        "secrets",
     ] {
         let home = fixtures.join(client).join("home");
         let project = fixtures.join(client).join("project");

@@ -226,3 +226,96 @@ fn configured_headers_and_alerts_never_follow_a_redirect_to_another_origin() {
         received.lock().unwrap()
     );
 }
+
+/// Findings 5 and 6: a literal password and key in a server's URL, and a
+/// token passed through `${VAR}` that a failing server echoes on stderr,
+/// appear in no output, store, lock file or dashboard page.
+#[test]
+fn secrets_in_urls_and_echoed_by_a_failing_server_are_written_nowhere() {
+    const PASSWORD: &str = "LITERALPASS1234";
+    const QUERY: &str = "LITERALQUERY5678";
+    const TOKEN: &str = "EXPANDEDSECRET9999";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let server = common::HttpServer::start(&[]);
+    let url = format!(
+        "{}?key={QUERY}&team=a",
+        server
+            .url
+            .replace("http://", &format!("http://probe:{PASSWORD}@"))
+    );
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.web]\ntransport = \"http\"\nurl = \"{url}\"\n\n\
+             [servers.echo]\ntransport = \"stdio\"\ncommand = \"sh\"\n\
+             args = [\"-c\", \"echo \\\"auth failed for token $1\\\" >&2; exit 3\", \"sh\", \"${{ECHO_TOKEN}}\"]\n"
+        ),
+    )
+    .unwrap();
+    let env = [("ECHO_TOKEN", TOKEN)];
+    let mut outputs = Vec::new();
+    let mut run = |args: &[&str]| {
+        let o = plumbline_with_env(d, args, &env);
+        outputs.push(format!("{args:?}\n{}", text(&o)));
+        o
+    };
+    let o = run(&["observe", "--store", "p.db", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(2), "echo fails: {}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let echo = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server"] == "echo")
+        .expect("echo");
+    let error = echo["error"].as_str().expect("an error");
+    assert!(
+        error.contains("auth failed for token <redacted ${ECHO_TOKEN}>"),
+        "{error}"
+    );
+    let echo_observation = echo["observation"].as_i64().expect("id");
+    run(&["observe", "--store", "p.db"]);
+    run(&["log", "--store", "p.db"]);
+    run(&["log", "--store", "p.db", "--format", "json"]);
+    run(&["pin", "web"]);
+    run(&["check", "web", "--format", "json"]);
+    let dashboard = common::Dashboard::start(d);
+    let base = dashboard.url.trim_end_matches('/').to_owned();
+    let echo_page = format!("/servers/echo/observations/{echo_observation}");
+    for page in [
+        "/",
+        "/api/v1/servers",
+        "/servers/web",
+        "/servers/echo",
+        &echo_page,
+    ] {
+        let (status, body) = common::http("GET", &format!("{base}{page}")).expect("page");
+        assert_eq!(status, 200, "{page}");
+        outputs.push(format!("{page}\n{body}"));
+    }
+    dashboard.stop();
+    let mut files = vec![
+        std::fs::read(d.join("plumbline.lock")).expect("lock"),
+        std::fs::read(d.join("p.db")).expect("store"),
+    ];
+    if let Ok(wal) = std::fs::read(d.join("p.db-wal")) {
+        files.push(wal);
+    }
+    let lock = String::from_utf8_lossy(&files[0]).into_owned();
+    assert!(
+        lock.contains("REDACTED"),
+        "the identity names where: {lock}"
+    );
+    for secret in [PASSWORD, QUERY, TOKEN] {
+        for out in &outputs {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        for bytes in &files {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} written to a file"
+            );
+        }
+    }
+}

@@ -13,10 +13,13 @@
 //! headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
 //! ```
 //!
-//! Header and environment values may name environment variables as
-//! `${NAME}`; they are expanded only when connecting, so secrets never sit
-//! in the file, the store or a log. A server's *identity* (what the store
-//! records) is its transport and command or URL, never those values.
+//! Header and environment values, arguments and URLs may name environment
+//! variables as `${NAME}`; they are expanded only when connecting, so
+//! secrets never sit in the file, the store or a log, and an error that
+//! quotes an expanded value is redacted ([`redact_for`]). A server's
+//! *identity* (what the store and the lock record) is its transport and
+//! command or URL, never those values, with literal credentials in
+//! arguments and URLs redacted.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -551,10 +554,12 @@ impl ServerConfig {
                 env,
                 inherit_env,
             } => {
+                // Literal secrets in arguments never reach the store, the
+                // lock or a page; `${NAME}` references are kept.
                 let mut id = serde_json::json!({
                     "transport": "stdio",
                     "command": command,
-                    "args": args,
+                    "args": plumbline_base::redact::redact_args(args),
                     "cwd": cwd,
                     "env": env.keys().collect::<Vec<_>>(),
                 });
@@ -566,10 +571,14 @@ impl ServerConfig {
                 id
             }
             ServerConfig::Http { url, headers } => serde_json::json!({
-                "transport": "http", "url": url, "headers": headers.keys().collect::<Vec<_>>(),
+                "transport": "http",
+                "url": plumbline_base::redact::redact_url(url),
+                "headers": headers.keys().collect::<Vec<_>>(),
             }),
             ServerConfig::Sse { url, headers } => serde_json::json!({
-                "transport": "sse", "url": url, "headers": headers.keys().collect::<Vec<_>>(),
+                "transport": "sse",
+                "url": plumbline_base::redact::redact_url(url),
+                "headers": headers.keys().collect::<Vec<_>>(),
             }),
         }
     }
@@ -580,17 +589,34 @@ impl ServerConfig {
     }
 
     pub fn spec_with(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<ServerSpec> {
-        let pairs = |m: &BTreeMap<String, String>, what: &str| -> Result<Vec<(String, String)>> {
+        Ok(self.spec_known(lookup)?.0)
+    }
+
+    /// [`ServerConfig::spec_with`], and every value it expanded, to redact
+    /// from whatever text the server or its connection produces.
+    ///
+    /// `${NAME}` is expanded in `env` and `headers` values, in each of
+    /// `args` and in `url`, so that a token never has to be written into
+    /// the file (or the server's identity) to reach the server.
+    pub fn spec_known(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(ServerSpec, Known)> {
+        let mut known = Known::default();
+        let pairs = |m: &BTreeMap<String, String>,
+                     what: &str,
+                     known: &mut Known|
+         -> Result<Vec<(String, String)>> {
             m.iter()
                 .map(|(k, v)| {
                     Ok((
                         k.clone(),
-                        expand(v, lookup).with_context(|| format!("{what} {k}"))?,
+                        expand_known(v, lookup, known).with_context(|| format!("{what} {k}"))?,
                     ))
                 })
                 .collect()
         };
-        Ok(match self {
+        let spec = match self {
             ServerConfig::Stdio {
                 command,
                 args,
@@ -599,21 +625,43 @@ impl ServerConfig {
                 inherit_env,
             } => ServerSpec::Stdio(StdioSpec {
                 command: command.clone(),
-                args: args.clone(),
-                env: pairs(env, "environment variable")?,
+                args: args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| {
+                        expand_known(a, lookup, &mut known).with_context(|| format!("args[{i}]"))
+                    })
+                    .collect::<Result<_>>()?,
+                env: pairs(env, "environment variable", &mut known)?,
                 inherit_env: inherit_env.clone(),
                 cwd: cwd.clone(),
             }),
-            ServerConfig::Http { url, headers } => ServerSpec::Http(HttpSpec {
-                url: url.clone(),
-                headers: pairs(headers, "header")?,
-            }),
-            ServerConfig::Sse { url, headers } => ServerSpec::Sse(HttpSpec {
-                url: url.clone(),
-                headers: pairs(headers, "header")?,
-            }),
-        })
+            ServerConfig::Http { url, headers } | ServerConfig::Sse { url, headers } => {
+                let http = HttpSpec {
+                    url: expand_known(url, lookup, &mut known).context("url")?,
+                    headers: pairs(headers, "header", &mut known)?,
+                };
+                if matches!(self, ServerConfig::Http { .. }) {
+                    ServerSpec::Http(http)
+                } else {
+                    ServerSpec::Sse(http)
+                }
+            }
+        };
+        Ok((spec, known))
     }
+
+    /// [`ServerConfig::spec_known`] from the process environment.
+    pub fn spec_known_from_env(&self) -> Result<(ServerSpec, Known)> {
+        self.spec_known(&env_lookup)
+    }
+}
+
+/// Text about a server (an error, its stderr) with every value Plumbline
+/// expanded for it and every URL's secrets redacted.
+pub fn redact_for(known: &Known, text: &str) -> String {
+    let text = known.redact(text);
+    plumbline_base::redact::redact_url_within(&text).into_owned()
 }
 
 #[cfg(test)]
@@ -628,6 +676,62 @@ mod tests {
         for good in ["github", "a.b", ".hidden", "v1.2", "a-b_c"] {
             assert!(check_name(good).is_ok(), "{good:?}");
         }
+    }
+
+    #[test]
+    fn urls_and_arguments_take_variables_and_identities_hide_literal_secrets() {
+        let c: Config = toml::from_str(
+            r#"
+            [servers.cli]
+            transport = "stdio"
+            command = "tool"
+            args = ["--token=${TOK}", "--api-key", "literal-key-1", "--region", "eu"]
+
+            [servers.web]
+            transport = "http"
+            url = "https://u:literal-pass@h.example/mcp?key=${KEY}&x=1"
+            "#,
+        )
+        .unwrap();
+        let lookup = |n: &str| Some(format!("value-of-{n}"));
+        let (spec, known) = c.servers["cli"].spec_known(&lookup).unwrap();
+        match spec {
+            ServerSpec::Stdio(s) => assert_eq!(
+                s.args,
+                [
+                    "--token=value-of-TOK",
+                    "--api-key",
+                    "literal-key-1",
+                    "--region",
+                    "eu"
+                ]
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            redact_for(&known, "echoed value-of-TOK"),
+            "echoed <redacted ${TOK}>"
+        );
+        match c.servers["web"].spec_with(&lookup).unwrap() {
+            ServerSpec::Http(h) => {
+                assert_eq!(
+                    h.url,
+                    "https://u:literal-pass@h.example/mcp?key=value-of-KEY&x=1"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = c.servers["cli"].identity().to_string();
+        assert!(
+            cli.contains("--token=${TOK}") && !cli.contains("literal-key-1"),
+            "{cli}"
+        );
+        let web = c.servers["web"].identity().to_string();
+        assert!(
+            web.contains("REDACTED@h.example") && !web.contains("literal-pass"),
+            "{web}"
+        );
+        assert!(web.contains("key=${KEY}"), "{web}");
     }
 
     fn load(text: &str) -> Result<Config> {

@@ -61,8 +61,10 @@ pub async fn collect_with(
             let _permit = gate.acquire_owned().await;
             let identity = config.identity();
             let started_at_ms = now_ms();
-            let result = match config.spec() {
-                Ok(spec) => list(&spec, &limits).await,
+            let result = match config.spec_known_from_env() {
+                Ok((spec, known)) => list(&spec, &limits)
+                    .await
+                    .map_err(|e| plumbline_config::redact_for(&known, &e)),
                 Err(e) => Err(format!("{e:#}")),
             };
             Collected {

@@ -191,15 +191,20 @@ async fn connect_and_list(
 ) -> (Collected, Option<Session>) {
     let _permit = ctx.gate.acquire().await;
     let started_at_ms = now_ms();
-    let (result, session) = match server.spec() {
+    let (result, session) = match server.spec_known_from_env() {
         Err(e) => (Err(format!("{e:#}")), None),
-        Ok(spec) => match Session::open_with(&spec, &ctx.limits, &ctx.http).await {
-            Err(e) => (Err(e.to_string()), None),
-            Ok(mut session) => match session.list().await {
-                Ok(listing) => (Ok(listing), Some(session)),
-                Err(e) => (Err(session.fail(e).await.to_string()), None),
-            },
-        },
+        Ok((spec, known)) => {
+            // An error may quote what was expanded (a URL, a server's
+            // stderr echoing its token): redacted before it is kept.
+            let redact = |e: String| plumbline_config::redact_for(&known, &e);
+            match Session::open_with(&spec, &ctx.limits, &ctx.http).await {
+                Err(e) => (Err(redact(e.to_string())), None),
+                Ok(mut session) => match session.list().await {
+                    Ok(listing) => (Ok(listing), Some(session)),
+                    Err(e) => (Err(redact(session.fail(e).await.to_string())), None),
+                },
+            }
+        }
     };
     let collected = Collected {
         server: name.to_owned(),

@@ -133,11 +133,17 @@ pub(super) fn parse_entry(
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("`args` is not an array".to_owned()),
             };
-            if let Some(i) = args.iter().position(|a| looks_secret(a)) {
-                notes.push(format!(
-                    "argument {} may carry a secret; arguments are kept as written, so review them",
-                    i + 1
-                ));
+            // Secrets in a recognised form (`--token=…`, `--api-key …`,
+            // `Authorization: Bearer …`, a URL's credentials) become
+            // variables once the server's name is final (`finish`); only
+            // what merely looks like one is left for review.
+            if !plumbline_base::redact::args_hold_secrets(&args) {
+                if let Some(i) = args.iter().position(|a| looks_secret(a)) {
+                    notes.push(format!(
+                        "argument {} may carry a secret; it is kept as written, so review it",
+                        i + 1
+                    ));
+                }
             }
             let cwd = string_field(obj, "cwd")?
                 .map(|c| PathBuf::from(client_paths(ctx, "cwd", &c, notes)));
@@ -165,13 +171,14 @@ pub(super) fn parse_entry(
             let Some(url) = url else {
                 return Err(format!("a {} server without a URL", transport.name()));
             };
-            if url.contains("${") {
+            if crate::config::expand(&url, &|_| Some(String::new())).is_err() {
                 notes.push(
                     "the URL contains a client variable, which Plumbline does not expand"
                         .to_owned(),
                 );
             }
-            if looks_secret(&url) || url.contains('?') {
+            let recognised = plumbline_base::redact::redact_url(&url) != url;
+            if !recognised && looks_secret(&url) {
                 notes.push(
                     "the URL may carry a secret; it is kept as written, so review it".to_owned(),
                 );

@@ -86,6 +86,37 @@ pub(super) fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
                 ));
                 f.secrets_to_set.push(var);
             }
+            // Literal secrets in arguments and URLs, likewise.
+            let file = f.file.display().to_string();
+            let server = env_name(&f.name);
+            let mut moved: Vec<(String, String)> = Vec::new();
+            let mut to_variable = |key: &str, _value: &str| -> String {
+                let base = format!("PLUMBLINE_{server}_{}", env_name(key));
+                let mut var = base.clone();
+                let mut n = 2;
+                while !vars.insert(var.clone()) {
+                    var = format!("{base}_{n}");
+                    n += 1;
+                }
+                moved.push((key.to_owned(), var.clone()));
+                format!("${{{var}}}")
+            };
+            let what = match &mut f.config {
+                ServerConfig::Stdio { args, .. } => {
+                    *args = plumbline_base::redact::replace_args(args, &mut to_variable);
+                    "argument"
+                }
+                ServerConfig::Http { url, .. } | ServerConfig::Sse { url, .. } => {
+                    *url = plumbline_base::redact::replace_url(url, &mut to_variable).into_owned();
+                    "URL"
+                }
+            };
+            for (key, var) in moved {
+                f.notes.push(format!(
+                    "{what} {key}: the secret written in {file} is not copied; set {var} to it"
+                ));
+                f.secrets_to_set.push(var);
+            }
             f.secrets_to_set.sort();
             f.secrets_to_set.dedup();
             f

@@ -619,3 +619,57 @@ fn client_references_by_syntax() {
     assert_eq!(name(Client::ClaudeCode, "prefix-${TOKEN}"), None);
     assert_eq!(name(Client::ClaudeCode, "${A}${B}"), None);
 }
+
+#[test]
+fn literal_secrets_in_arguments_and_urls_become_variables() {
+    let (found, skipped) = run("secrets");
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let cli = found.iter().find(|f| f.name == "cli").expect("cli");
+    match &cli.config {
+        ServerConfig::Stdio { args, .. } => assert_eq!(
+            args,
+            &[
+                "-y",
+                "some-mcp",
+                "--token=${PLUMBLINE_CLI_TOKEN}",
+                "--api-key",
+                "${PLUMBLINE_CLI_API_KEY}",
+                "Authorization: Bearer ${PLUMBLINE_CLI_AUTHORIZATION}",
+                "--region",
+                "eu",
+                "--key-file",
+                "/etc/key.pem",
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cli.secrets_to_set,
+        [
+            "PLUMBLINE_CLI_API_KEY",
+            "PLUMBLINE_CLI_AUTHORIZATION",
+            "PLUMBLINE_CLI_TOKEN"
+        ]
+    );
+    assert!(
+        cli.notes
+            .iter()
+            .any(|n| n.contains("argument token") && n.contains("set PLUMBLINE_CLI_TOKEN")),
+        "{:?}",
+        cli.notes
+    );
+    let remote = found.iter().find(|f| f.name == "remote").expect("remote");
+    match &remote.config {
+        ServerConfig::Http { url, .. } => assert_eq!(
+            url,
+            "https://${PLUMBLINE_REMOTE_USERINFO}@mcp.example.com/mcp?key=${PLUMBLINE_REMOTE_KEY}&team=a"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        remote.secrets_to_set,
+        ["PLUMBLINE_REMOTE_KEY", "PLUMBLINE_REMOTE_USERINFO"]
+    );
+    let toml = toml::to_string(&as_config(&found)).expect("TOML");
+    assert!(!toml.contains("s3cr3t"), "{toml}");
+}
