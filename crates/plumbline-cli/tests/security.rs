@@ -319,3 +319,43 @@ fn secrets_in_urls_and_echoed_by_a_failing_server_are_written_nowhere() {
         }
     }
 }
+
+/// Finding 6: a webhook URL whose key comes from `${VAR}` fails; the
+/// error kept in the outbox names the variable, never its value.
+#[test]
+fn a_failing_webhook_keeps_its_error_without_the_expanded_secret() {
+    const KEY: &str = "WEBHOOKKEY24680";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    // A port nothing listens on: every delivery fails.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[[alerts]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:{port}/in/${{HOOK_PATH}}?key=${{HOOK_KEY}}\"\n\n\
+             [servers.down]\ntransport = \"stdio\"\ncommand = \"/nonexistent/mcp-server\"\n"
+        ),
+    )
+    .unwrap();
+    let o = plumbline_with_env(
+        d,
+        &["watch", "--once", "--store", "p.db"],
+        &[("HOOK_KEY", KEY), ("HOOK_PATH", "segment-13579")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains(KEY), "{}", text(&o));
+    let conn = rusqlite::Connection::open(d.join("p.db")).expect("store");
+    let error: String = conn
+        .query_row("SELECT last_error FROM alerts", [], |r| r.get(0))
+        .expect("the failure alert was tried");
+    assert!(!error.contains(KEY), "{error}");
+    assert!(!error.contains("segment-13579"), "{error}");
+    assert!(
+        error.contains("<redacted ${HOOK_PATH}>") || error.contains("REDACTED"),
+        "{error}"
+    );
+}
