@@ -76,6 +76,9 @@ pub fn decide<'a>(
     recorded: &'a Recorded,
     channels: &'a [Channel],
 ) -> Result<Vec<Decision<'a>>, HistoryError> {
+    if channels.is_empty() {
+        return Ok(Vec::new());
+    }
     let previous_failed = previous_failed(store, recorded)?;
     let mut out = Vec::new();
     if let Some(error) = &recorded.error {
@@ -108,18 +111,30 @@ pub fn decide<'a>(
 /// Whether the observation before `recorded` failed (`None`: it is the
 /// server's first).
 fn previous_failed(store: &impl Store, recorded: &Recorded) -> Result<Option<bool>, HistoryError> {
-    let timeline = match store.timeline(&recorded.server, 64) {
-        Ok(t) => t,
-        Err(StoreError::UnknownServer { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    // The timeline is newest first; the one before ours is the next older.
-    let mut older = timeline.iter().skip_while(|o| o.id != recorded.observation);
-    match older.next() {
-        Some(_) => Ok(older.next().map(|o| !o.outcome.is_ok())),
-        None => Err(HistoryError::Inconsistent(format!(
-            "observation {} of server {:?} is not among its latest",
-            recorded.observation, recorded.server
-        ))),
+    // Ours is normally the newest; another writer sharing the store may
+    // have recorded a few since, so look further before giving up.
+    for limit in [2, 64] {
+        let timeline = match store.timeline(&recorded.server, limit) {
+            Ok(t) => t,
+            Err(StoreError::UnknownServer { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        // The timeline is newest first; the one before ours is the next
+        // older.
+        let mut older = timeline.iter().skip_while(|o| o.id != recorded.observation);
+        if older.next().is_some() {
+            if let Some(o) = older.next() {
+                return Ok(Some(!o.outcome.is_ok()));
+            }
+            if timeline.len() < limit as usize {
+                return Ok(None);
+            }
+        } else if timeline.len() < limit as usize {
+            break;
+        }
     }
+    Err(HistoryError::Inconsistent(format!(
+        "observation {} of server {:?} is not among its latest",
+        recorded.observation, recorded.server
+    )))
 }

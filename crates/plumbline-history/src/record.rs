@@ -111,11 +111,15 @@ pub fn record(
         })
         .collect();
     // Registering a server is a write; most observations find it as it was.
-    let mut identities: std::collections::HashMap<String, String> = store
-        .servers()?
-        .into_iter()
-        .map(|s| (s.name, s.identity))
-        .collect();
+    let mut identities: std::collections::HashMap<String, String> = Default::default();
+    for o in &batch {
+        let name = &o.observation.server;
+        if !identities.contains_key(name) {
+            if let Some(s) = store.server(name)? {
+                identities.insert(s.name, s.identity);
+            }
+        }
+    }
     let mut out = Vec::with_capacity(batch.len());
     for o in batch {
         let n = &o.observation;

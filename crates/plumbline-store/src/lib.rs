@@ -128,6 +128,9 @@ pub trait Store {
     /// Every registered server, sorted by name.
     fn servers(&self) -> Result<Vec<Server>, StoreError>;
 
+    /// One registered server; `None` when the name is not registered.
+    fn server(&self, name: &str) -> Result<Option<Server>, StoreError>;
+
     /// Records one observation of a registered server, all or nothing.
     ///
     /// The store computes each tool's canonical form from its raw bytes,

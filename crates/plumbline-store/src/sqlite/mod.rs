@@ -161,6 +161,21 @@ impl Store for SqliteStore {
             .map_err(|source| self.read_err("the servers", source))
     }
 
+    fn server(&self, name: &str) -> Result<Option<Server>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT name, identity FROM servers WHERE name = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([name], |row| {
+                    Ok(Server {
+                        name: row.get(0)?,
+                        identity: row.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|source| self.read_err(format!("server {name:?}"), source))
+    }
+
     fn record_observation(
         &mut self,
         observation: &NewObservation,

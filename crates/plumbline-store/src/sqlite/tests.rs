@@ -125,6 +125,11 @@ fn put_server_updates_identity_and_lists_servers_by_name() {
             },
         ]
     );
+    assert_eq!(
+        store.server("zeta").unwrap().map(|s| s.identity),
+        Some(r#"{"url":"http://127.0.0.1/b"}"#.to_owned())
+    );
+    assert_eq!(store.server("nobody").unwrap(), None);
 }
 
 #[test]
