@@ -196,6 +196,12 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
         rows.reverse(); // newest first
         all.push((server, rows));
     }
+    // Alerts the watcher gave up on are part of what happened.
+    let failed: Vec<_> = store
+        .failed_alerts(FAILED_ALERTS_LISTED)?
+        .into_iter()
+        .filter(|a| args.server.as_ref().is_none_or(|s| *s == a.server))
+        .collect();
     let mut out = io::stdout().lock();
     match args.format {
         Format::Json => {
@@ -203,9 +209,23 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                 .iter()
                 .map(|(s, rows)| serde_json::json!({"server": s, "observations": rows}))
                 .collect();
+            let alerts: Vec<_> = failed
+                .iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "server": a.server,
+                        "observation": a.observation.0,
+                        "channel": a.channel,
+                        "alert": a.key,
+                        "attempts": a.attempts,
+                        "failed_at": a.failed_at_ms.map(utc),
+                        "error": a.last_error,
+                    })
+                })
+                .collect();
             serde_json::to_writer(
                 &mut out,
-                &serde_json::json!({"taxonomy": taxonomy, "servers": v}),
+                &serde_json::json!({"taxonomy": taxonomy, "servers": v, "failed_alerts": alerts}),
             )?;
             writeln!(out)?;
         }
@@ -224,11 +244,28 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                     writeln!(out, "  #{:<6} {}  {what}", r.observation, r.finished_at)?;
                 }
             }
+            if !failed.is_empty() {
+                writeln!(out, "alerts not delivered (given up, kept in the store):")?;
+                for a in &failed {
+                    writeln!(
+                        out,
+                        "  {} #{} to {} after {} attempts: {}",
+                        for_terminal(&a.server, false),
+                        a.observation,
+                        for_terminal(&a.channel, false),
+                        a.attempts,
+                        for_terminal(a.last_error.as_deref().unwrap_or(""), false)
+                    )?;
+                }
+            }
         }
     }
     out.flush()?;
     Ok(Outcome::Clean)
 }
+
+/// The most recent failed alerts `log` lists.
+const FAILED_ALERTS_LISTED: u32 = 20;
 
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
     let store = open_store(args.store.path.as_deref())?;

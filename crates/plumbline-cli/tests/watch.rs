@@ -489,6 +489,13 @@ fn a_dead_or_failing_receiver_never_delays_a_healthy_one_and_failed_alerts_stay_
     let log = std::fs::read_to_string(d.join("watch.log")).unwrap();
     assert!(log.contains("alert failed: given up"), "{log}");
     assert!(log.contains("alert delivered"), "{log}");
+    // `plumbline log` lists it too.
+    let shown = plumbline(d, &["log", "--store", "p.db"]);
+    let shown = text(&shown);
+    assert!(
+        shown.contains("alerts not delivered") && shown.contains("to fails after 2 attempts"),
+        "{shown}"
+    );
     stop_watch(child, d);
 
     // A restarted watcher does not try the failed alert again.
