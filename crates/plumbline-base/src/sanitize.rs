@@ -33,6 +33,29 @@ pub fn needs_escape(c: char) -> bool {
         || ('\u{E0100}'..='\u{E01EF}').contains(&c)
 }
 
+/// `json` (a JSON text) with every character [`needs_escape`] names written
+/// as a JSON `\uXXXX` escape (a surrogate pair past U+FFFF). Outside
+/// strings JSON text is ASCII, so this only changes how strings are spelt,
+/// never what they hold: a reviewer's viewer shows `\u202e`, not a text
+/// silently reversed (Trojan Source).
+pub fn escape_hidden_in_json(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if needs_escape(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Escapes one character for an error message: printable characters are
 /// quoted as they are, everything else as `\u{…}`.
 pub fn escape_char_for_message(c: char) -> String {
@@ -61,6 +84,27 @@ pub fn for_terminal(s: &str, keep_newlines: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn hidden_characters_in_json_become_escapes_and_the_value_stays() {
+        let value = serde_json::json!({"t": "a\u{202e}b\u{9b}c\u{e0041}d\u{2066}", "n": "plain é"});
+        let raw = serde_json::to_string(&value).unwrap();
+        assert!(raw.contains('\u{202e}'));
+        let safe = escape_hidden_in_json(&raw);
+        assert!(safe.is_ascii() || safe.contains('é'));
+        assert!(!safe.chars().any(needs_escape), "{safe}");
+        assert!(
+            safe.contains("\\u202e") && safe.contains("\\u009b") && safe.contains("\\udb40\\udc41"),
+            "{safe}"
+        );
+        let back: serde_json::Value = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, value);
+        assert!(matches!(
+            escape_hidden_in_json("{\"a\":\"b\"}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -38,8 +38,7 @@ pub fn run(args: &ClassifyArgs) -> Result<Outcome> {
     match args.format {
         Format::Human => render::classification(&mut out, old_path, new_path, &classification)?,
         Format::Json => {
-            serde_json::to_writer(&mut out, &classification)?;
-            writeln!(out)?;
+            render::write_json(&mut out, &classification, false)?;
         }
     }
     out.flush()?;
@@ -149,6 +148,7 @@ pub fn jsonl_stream(
 ) -> Result<Outcome> {
     let mut outcome = Outcome::Clean;
     let mut line = Vec::new();
+    let mut buffer = Vec::new();
     let mut number = 0usize;
     loop {
         line.clear();
@@ -162,11 +162,12 @@ pub fn jsonl_stream(
         if line.iter().all(|b| b.is_ascii_whitespace()) {
             continue;
         }
+        buffer.clear();
         match classify_line(classifier, inventory, &line) {
             Ok((id, c)) => {
                 outcome = outcome.and(threshold(c.severity, fail_on));
                 serde_json::to_writer(
-                    &mut *out,
+                    &mut buffer,
                     &LineResult {
                         id: &id,
                         severity: c.severity,
@@ -178,13 +179,21 @@ pub fn jsonl_stream(
             Err((id, message)) => {
                 outcome = outcome.and(Outcome::InputError);
                 serde_json::to_writer(
-                    &mut *out,
+                    &mut buffer,
                     &LineError {
                         id: &id,
                         error: format!("{name}: line {number}: {message}"),
                     },
                 )?;
             }
+        }
+        // Hidden and bidi characters (in an id or evidence) as escapes; a
+        // line of ASCII, the usual case, is written as it is.
+        if buffer.is_ascii() {
+            out.write_all(&buffer)?;
+        } else {
+            let text = String::from_utf8_lossy(&buffer);
+            out.write_all(plumbline_base::sanitize::escape_hidden_in_json(&text).as_bytes())?;
         }
         out.write_all(b"\n")?;
     }

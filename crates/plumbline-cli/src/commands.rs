@@ -90,11 +90,11 @@ pub fn print_reports(reports: &[Report], taxonomy: Taxonomy, format: Format) -> 
     match format {
         Format::Human => render::observe_reports(&mut out, reports, taxonomy)?,
         Format::Json => {
-            serde_json::to_writer(
+            render::write_json(
                 &mut out,
                 &serde_json::json!({"taxonomy": taxonomy, "servers": reports}),
+                false,
             )?;
-            writeln!(out)?;
         }
     }
     out.flush()?;
@@ -223,11 +223,11 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                     })
                 })
                 .collect();
-            serde_json::to_writer(
+            render::write_json(
                 &mut out,
                 &serde_json::json!({"taxonomy": taxonomy, "servers": v, "failed_alerts": alerts}),
+                false,
             )?;
-            writeln!(out)?;
         }
         Format::Human => {
             for (server, rows) in &all {
@@ -295,11 +295,11 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
     let mut out = io::stdout().lock();
     match args.format {
         Format::Json => {
-            serde_json::to_writer(
+            render::write_json(
                 &mut out,
                 &serde_json::json!({"server": args.server, "from": from.0, "to": to.0, "taxonomy": taxonomy, "drift": d}),
+                false,
             )?;
-            writeln!(out)?;
         }
         Format::Human => {
             writeln!(

@@ -41,8 +41,7 @@ pub fn run(args: &EvaluateArgs) -> Result<Outcome> {
         Format::Json => {
             let mut doc = serde_json::to_value(&evaluation)?;
             doc["unreadable_lines"] = serde_json::json!(bad);
-            serde_json::to_writer_pretty(&mut out, &doc)?;
-            writeln!(out)?;
+            crate::render::write_json(&mut out, &doc, true)?;
         }
     }
     out.flush()?;

@@ -222,14 +222,43 @@ impl LockFile {
         Ok(lock)
     }
 
-    /// The file's text: deterministic for equal contents.
+    /// The file's text: deterministic for equal contents. Written here, not
+    /// by a generic TOML writer, so that a string holding a hidden or bidi
+    /// character is a basic string with that character as a `\u` escape:
+    /// a reviewed lock file cannot show one thing and hold another.
     pub fn render(&self) -> Result<String> {
+        use std::fmt::Write as _;
         let mut sorted = self.clone();
         for s in sorted.servers.values_mut() {
             s.tools.sort();
         }
-        let body = toml::to_string(&sorted).context("writing the lock file")?;
-        Ok(format!("{HEADER}{body}"))
+        let mut out = String::from(HEADER);
+        let _ = writeln!(out, "version = {}", sorted.version);
+        let _ = writeln!(out, "taxonomy = {}", toml_string(&sorted.taxonomy));
+        let _ = writeln!(out, "imperatives = {}", toml_string(&sorted.imperatives));
+        for (name, server) in &sorted.servers {
+            let key = toml_key(name);
+            let _ = write!(
+                out,
+                "\n[servers.{key}]\nidentity = {}\n",
+                toml_string(&server.identity)
+            );
+            for t in &server.tools {
+                let _ = write!(
+                    out,
+                    "\n[[servers.{key}.tools]]\nname = {}\nsha256 = {}\ndefinition = {}\n",
+                    toml_string(&t.name),
+                    toml_string(&t.sha256),
+                    toml_string(&t.definition)
+                );
+            }
+        }
+        // What was written must read back as what was meant.
+        let back: LockFile = toml::from_str(&out).context("writing the lock file")?;
+        if back != sorted {
+            bail!("writing the lock file: it would not read back as written");
+        }
+        Ok(out)
     }
 
     /// Writes atomically: a reader never sees half a lock file.
@@ -242,9 +271,100 @@ impl LockFile {
     }
 }
 
+/// A TOML string: as a generic writer would spell it, unless it holds a
+/// character [`needs_escape`](plumbline_base::sanitize::needs_escape) names;
+/// then a basic string with each such character as a `\u` escape.
+fn toml_string(s: &str) -> String {
+    use plumbline_base::sanitize::needs_escape;
+    if !s.chars().any(needs_escape) {
+        return toml::Value::String(s.to_owned()).to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) && (c as u32) > 0xFFFF => {
+                out.push_str(&format!("\\U{:08X}", c as u32));
+            }
+            c if needs_escape(c) => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A TOML key: bare when it can be, else a quoted string.
+fn toml_key(k: &str) -> String {
+    if !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        k.to_owned()
+    } else {
+        toml_string(k)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_and_bidi_characters_are_escaped_in_the_file_and_read_back() {
+        let tool = LockedTool::from_raw(
+            "t",
+            "{\"name\":\"t\",\"description\":\"safe \u{202e}evil\u{9b}31m \u{e0041} \u{2066}x\u{2069}\"}"
+                .as_bytes(),
+        )
+        .unwrap();
+        let mut lock = LockFile {
+            version: LOCK_VERSION,
+            taxonomy: "taxonomy-v1".into(),
+            imperatives: "sha256:00".into(),
+            servers: BTreeMap::new(),
+        };
+        lock.servers.insert(
+            "odd.name".into(),
+            LockedServer {
+                identity: "{}".into(),
+                tools: vec![tool.clone()],
+            },
+        );
+        let text = lock.render().unwrap();
+        assert!(
+            !text.chars().any(plumbline_base::sanitize::needs_escape),
+            "{text}"
+        );
+        assert!(
+            text.contains("\\u202E") && text.contains("\\u009B") && text.contains("\\U000E0041"),
+            "{text}"
+        );
+        assert!(
+            text.contains("[servers.'odd.name']") || text.contains("[servers.\"odd.name\"]"),
+            "{text}"
+        );
+        let back: LockFile = toml::from_str(&text).unwrap();
+        assert_eq!(back.servers["odd.name"].tools[0], tool);
+        // Plain text keeps the usual spelling.
+        lock.servers.clear();
+        lock.servers.insert(
+            "shop".into(),
+            LockedServer {
+                identity: "{\"a\":1}".into(),
+                tools: vec![],
+            },
+        );
+        let plain = lock.render().unwrap();
+        assert!(
+            plain.contains("[servers.shop]\nidentity = '{\"a\":1}'"),
+            "{plain}"
+        );
+    }
 
     #[test]
     fn the_same_tools_give_the_same_bytes_whatever_the_key_order() {

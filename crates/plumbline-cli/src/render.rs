@@ -77,8 +77,7 @@ pub fn rules(args: &RulesArgs) -> Result<()> {
                     title: id.title(),
                 })
                 .collect();
-            serde_json::to_writer(&mut out, &rows)?;
-            writeln!(out)?;
+            write_json(&mut out, &rows, false)?;
         }
     }
     out.flush()?;
@@ -205,5 +204,19 @@ pub fn observe_reports(
             )?;
         }
     }
+    Ok(())
+}
+
+/// Writes `value` as one JSON document (pretty when asked) and a newline,
+/// with hidden and bidi characters as `\u` escapes: what Plumbline prints
+/// as JSON is what a reviewer sees.
+pub fn write_json(out: &mut impl Write, value: &impl serde::Serialize, pretty: bool) -> Result<()> {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)?
+    } else {
+        serde_json::to_string(value)?
+    };
+    out.write_all(plumbline_base::sanitize::escape_hidden_in_json(&text).as_bytes())?;
+    writeln!(out)?;
     Ok(())
 }

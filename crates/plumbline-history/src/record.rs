@@ -123,11 +123,6 @@ pub fn record(
     let mut out = Vec::with_capacity(batch.len());
     for o in batch {
         let n = &o.observation;
-        let foreign: Vec<String> = names
-            .iter()
-            .filter(|(s, _)| *s != n.server)
-            .flat_map(|(_, names)| names.iter().cloned())
-            .collect();
         let known = identities.get(&n.server).is_some_and(|i| {
             plumbline_store::canonicalize(o.identity.as_bytes()).is_ok_and(|c| c == i.as_bytes())
         });
@@ -186,6 +181,13 @@ pub fn record(
                 let view_new: Vec<Tool<'_>> = new_tools
                     .iter()
                     .map(|(name, definition)| Tool { name, definition })
+                    .collect();
+                // The other servers' tool names, for the references rules:
+                // gathered only for a listing that is graded.
+                let foreign: Vec<String> = names
+                    .iter()
+                    .filter(|(s, _)| *s != n.server)
+                    .flat_map(|(_, names)| names.iter().cloned())
                     .collect();
                 grader.count();
                 let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign);

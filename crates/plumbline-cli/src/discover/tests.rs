@@ -476,12 +476,48 @@ fn name_collisions_keep_both_and_identical_servers_merge() {
     let mut taken = BTreeMap::new();
     taken.insert("x".to_owned(), 0);
     taken.insert("x-cursor".to_owned(), 1);
-    assert_eq!(unique_name("x", Client::Cursor, &taken), "x-cursor-2");
+    let mut next = Default::default();
+    assert_eq!(
+        unique_name("x", Client::Cursor, &taken, &mut next),
+        "x-cursor-2"
+    );
     let long = "n".repeat(100);
     taken.insert(long.clone(), 2);
-    let renamed = unique_name(&long, Client::GeminiCli, &taken);
+    let renamed = unique_name(&long, Client::GeminiCli, &taken, &mut next);
     assert_eq!(renamed.len(), 100);
     assert!(renamed.ends_with("-gemini-cli"));
+}
+
+#[test]
+fn many_servers_of_one_name_get_distinct_names_and_duplicates_merge() {
+    // 3,000 different servers called "same", and each configured twice.
+    let entry = |i: usize| Entry {
+        client: Client::Cursor,
+        file: PathBuf::from("/home/u/.cursor/mcp.json"),
+        scope: String::new(),
+        name: "same".to_owned(),
+        config: ServerConfig::Stdio {
+            command: format!("server-{i}"),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: Vec::new(),
+        },
+        review: Review::default(),
+    };
+    let entries: Vec<Entry> = (0..3000).chain(0..3000).map(entry).collect();
+    let found = finish(entries);
+    assert_eq!(found.len(), 3000);
+    let names: BTreeSet<&str> = found.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names.len(), 3000, "every name distinct");
+    assert!(
+        names.contains("same")
+            && names.contains("same-cursor")
+            && names.contains("same-cursor-2999")
+    );
+    assert!(found
+        .iter()
+        .all(|f| f.notes.iter().any(|n| n.contains("imported once"))));
 }
 
 #[test]

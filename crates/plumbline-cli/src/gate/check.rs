@@ -126,11 +126,11 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     let mut out = io::stdout().lock();
     match args.format {
         CheckFormat::Sarif => {
-            serde_json::to_writer_pretty(
+            crate::render::write_json(
                 &mut out,
                 &crate::report::sarif(&results, &baseline_file, taxonomy),
+                true,
             )?;
-            writeln!(out)?;
         }
         CheckFormat::Markdown => {
             out.write_all(
@@ -139,7 +139,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             )?;
         }
         CheckFormat::Json => {
-            serde_json::to_writer(
+            crate::render::write_json(
                 &mut out,
                 &serde_json::json!({
                     "lock": baseline_file.display().to_string(),
@@ -148,8 +148,8 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                     "exit_code": crate::exit::code(outcome),
                     "servers": results,
                 }),
+                false,
             )?;
-            writeln!(out)?;
         }
         CheckFormat::Human => {
             for r in &results {
