@@ -357,6 +357,49 @@ fn baseline_json(b: Baseline) -> BaselineJson {
     }
 }
 
+// ---- extractors ------------------------------------------------------------
+
+/// A JSON body; a body that is not JSON, or not of the expected shape, or
+/// not sent as `application/json`, is refused with a JSON error (not
+/// axum's plain text), keeping its status (400, 415, 422).
+pub(crate) struct ApiJson<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(value)) => Ok(ApiJson(value)),
+            Err(r) => Err(ApiError(Failure::Rejected(r.status(), r.body_text()))),
+        }
+    }
+}
+
+/// A query string, refused as [`ApiJson`] is.
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(r) => Err(ApiError(Failure::Rejected(r.status(), r.body_text()))),
+        }
+    }
+}
+
 // ---- handlers --------------------------------------------------------------
 
 async fn servers(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
@@ -406,7 +449,7 @@ const MAX_OBSERVATIONS: usize = 10_000;
 async fn observations(
     State(state): State<AppState>,
     Path(name): Path<String>,
-    axum::extract::Query(query): axum::extract::Query<Limit>,
+    ApiQuery(query): ApiQuery<Limit>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let limit = query
         .limit
@@ -511,7 +554,7 @@ async fn review(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
     headers: HeaderMap,
-    Json(body): Json<ReviewRequest>,
+    ApiJson(body): ApiJson<ReviewRequest>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     crate::auth::same_site(&headers)?;
     let verdict = Verdict {

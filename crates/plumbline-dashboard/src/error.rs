@@ -12,6 +12,9 @@ pub enum Failure {
     BadRequest(String),
     Forbidden(String),
     Internal(String),
+    /// A request the framework refused before a handler ran (a body that
+    /// is not JSON, the wrong content type, a bad query), with its status.
+    Rejected(StatusCode, String),
 }
 
 impl Failure {
@@ -21,6 +24,7 @@ impl Failure {
             Failure::BadRequest(_) => StatusCode::BAD_REQUEST,
             Failure::Forbidden(_) => StatusCode::FORBIDDEN,
             Failure::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Failure::Rejected(status, _) => *status,
         }
     }
 
@@ -29,7 +33,8 @@ impl Failure {
             Failure::NotFound(m)
             | Failure::BadRequest(m)
             | Failure::Forbidden(m)
-            | Failure::Internal(m) => m,
+            | Failure::Internal(m)
+            | Failure::Rejected(_, m) => m,
         }
     }
 }

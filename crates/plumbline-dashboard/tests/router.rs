@@ -693,6 +693,28 @@ async fn the_api_reviews_and_accepts_changes() {
     )
     .await;
     assert_eq!(as_form.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // The framework's own refusals come back as JSON like every API error.
+    assert_eq!(
+        as_form.headers[header::CONTENT_TYPE],
+        "application/json",
+        "{}",
+        as_form.body
+    );
+    assert!(as_form.json()["error"].is_string(), "{}", as_form.body);
+    let not_json = send(
+        &router,
+        Request::post(format!("{base}/gone/review"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from("{not json"))
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
+    assert_eq!(not_json.headers[header::CONTENT_TYPE], "application/json");
+    assert!(not_json.json()["error"].is_string(), "{}", not_json.body);
+    let bad_query = get(&router, "/api/v1/servers/acme/observations?limit=many").await;
+    assert_eq!(bad_query.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad_query.headers[header::CONTENT_TYPE], "application/json");
     let bad = send(
         &router,
         json_post(
