@@ -21,7 +21,7 @@ use crate::changes::{self, ChangeDetail, ServerOverview, Step, ToolChange};
 use crate::error::{ApiError, Failure};
 use crate::links::{utc, ToolName};
 use crate::views::{
-    change_view, observation_view, parse_status, record_verdict, tool_view, Verdict,
+    change_inputs_view, observation_view, parse_status, record_verdict, tool_view, Verdict,
 };
 use crate::AppState;
 
@@ -527,17 +527,21 @@ async fn change(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    let json = state
-        .with_store(move |store, inner| {
-            let (detail, review) = change_view(&*store, inner, &name, &id, &tool)?;
-            serde_json::to_value(change_json(
-                &detail,
-                review.as_ref(),
-                inner.grader.taxonomy(),
-            ))
-            .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
-        })
+    // Read under the store lock; grade the one change after releasing it.
+    let (inputs, review) = state
+        .with_store(move |store, inner| change_inputs_view(&*store, inner, &name, &id, &tool))
         .await?;
+    let json = tokio::task::spawn_blocking(move || {
+        let detail = inputs.grade(&state.inner.grader);
+        serde_json::to_value(change_json(
+            &detail,
+            review.as_ref(),
+            state.inner.grader.taxonomy(),
+        ))
+        .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
+    })
+    .await
+    .map_err(|e| Failure::Internal(format!("grading the change: {e}")))??;
     Ok(Json(json))
 }
 

@@ -62,6 +62,11 @@ pub fn change(server: &str, id: ObservationId, tool: &str) -> String {
     format!("{}/tools/{}", observation(server, id), tool_segment(tool))
 }
 
+/// The bytes a server sent for one tool in one observation, as a download.
+pub fn raw(server: &str, id: ObservationId, tool: &str) -> String {
+    format!("{}/raw", change(server, id, tool))
+}
+
 pub fn review(server: &str, id: ObservationId, tool: &str) -> String {
     format!("{}/review", change(server, id, tool))
 }

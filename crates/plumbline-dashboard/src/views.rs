@@ -9,7 +9,7 @@ use plumbline_store::{
 };
 use plumbline_taxonomy::json::Value;
 
-use crate::changes::{self, ChangeDetail, Step};
+use crate::changes::{self, Step};
 use crate::error::Failure;
 use crate::AppState;
 
@@ -52,19 +52,20 @@ pub(crate) fn observation_view(
     })
 }
 
-/// One change with its verdict, shared with the change page.
-pub(crate) fn change_view(
+/// What grading one change needs, read while holding the store (grading
+/// comes after letting it go), and the change's verdict.
+pub(crate) fn change_inputs_view(
     store: &impl Store,
     inner: &crate::Inner,
     server: &str,
     id: &str,
     tool: &str,
-) -> Result<(ChangeDetail, Option<Review>), Failure> {
+) -> Result<(changes::ChangeInputs, Option<Review>), Failure> {
     changes::server(store, server)?;
     let id = observation_id(id)?;
-    let detail = changes::change(store, &inner.grader, server, id, tool)?;
+    let inputs = changes::change_inputs(store, &inner.grader, server, id, tool)?;
     let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
-    Ok((detail, review))
+    Ok((inputs, review))
 }
 
 /// A verdict to record, from the API or a form.

@@ -152,7 +152,17 @@ pub fn field_rows(
     rows
 }
 
-pub(super) fn field_row(r: &FieldRow) -> Markup {
+/// Where to download the raw definitions of a change's two sides.
+pub(super) struct RawLinks {
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+pub(super) fn field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
+    let long = r.old.as_deref().map_or(0, str::len) + r.new.as_deref().map_or(0, str::len);
+    if long > 2 * MAX_SHOWN {
+        return long_field_row(r, raw);
+    }
     let edits = worddiff::diff(
         r.old.as_deref().unwrap_or(""),
         r.new.as_deref().unwrap_or(""),
@@ -189,21 +199,111 @@ pub(super) fn field_row(r: &FieldRow) -> Markup {
     }
 }
 
+/// A field too long to diff on a page: the start of each side, the rules
+/// that point at it, and links to the raw definitions.
+fn long_field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
+    let mut rules: Vec<RuleId> = r
+        .rules
+        .iter()
+        .copied()
+        .chain(r.highlights.iter().map(|(_, rule)| *rule))
+        .collect();
+    rules.sort_unstable();
+    rules.dedup();
+    let side = |text: &Option<String>, link: &Option<String>| -> Markup {
+        html! {
+            @match text {
+                Some(t) => {
+                    div.text { (text::block(clip(t, MAX_SHOWN / 2))) }
+                    p.truncated {
+                        "Too long to compare on a page (" (t.len()) " bytes); the start is shown. "
+                        @if let Some(l) = link { a href=(l) download { "Download the raw definition" } "." }
+                    }
+                }
+                None => span.muted { "absent" },
+            }
+        }
+    };
+    html! {
+        tr class=[(!rules.is_empty()).then_some("evidence")] {
+            td.pointer {
+                code { (line(if r.pointer.is_empty() { "(root)" } else { &r.pointer })) }
+                @for rule in &rules { " " (rule_link(*rule)) }
+            }
+            td.old { (side(&r.old, &raw.old)) }
+            td.new { (side(&r.new, &raw.new)) }
+        }
+    }
+}
+
 pub(super) async fn change(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
 ) -> Result<Html<String>, PageError> {
     let server = name.clone();
-    let (detail, review) = state
-        .with_store(move |store, inner| views::change_view(&*store, inner, &name, &id, &tool))
+    // Only reading holds the store; grading the one change, diffing and
+    // highlighting (CPU work on a megabyte tool) run after, on a blocking
+    // thread of their own, so other requests are not kept waiting.
+    let (inputs, review) = state
+        .with_store(move |store, inner| {
+            views::change_inputs_view(&*store, inner, &name, &id, &tool)
+        })
         .await?;
-    // Diffing and highlighting megabyte texts is CPU work: keep it off
-    // the threads that serve other requests.
-    let html =
-        tokio::task::spawn_blocking(move || change_page(&server, &detail, review.as_ref(), &state))
-            .await
-            .map_err(|e| Failure::Internal(format!("rendering the change page: {e}")))?;
+    let html = tokio::task::spawn_blocking(move || {
+        let detail = inputs.grade(&state.inner.grader);
+        change_page(&server, &detail, review.as_ref(), &state)
+    })
+    .await
+    .map_err(|e| Failure::Internal(format!("rendering the change page: {e}")))?;
     Ok(html)
+}
+
+/// The bytes a server sent for a tool in an observation (the first copy
+/// when the name is listed more than once), as a download.
+pub(super) async fn raw(
+    State(state): State<AppState>,
+    Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
+) -> Result<Response, PageError> {
+    let (bytes, file) = state
+        .with_store(move |store, _| {
+            changes::server(&*store, &name)?;
+            let id = views::observation_id(&id)?;
+            let observation = store
+                .observation(id)?
+                .filter(|o| o.summary.server == name)
+                .ok_or_else(|| {
+                    Failure::NotFound(format!("there is no observation {id} of {name:?}"))
+                })?;
+            let bytes = changes::tool_bytes(&*store, &observation, &tool)?
+                .into_iter()
+                .next()
+                .ok_or_else(|| {
+                    Failure::NotFound(format!("observation {id} lists no tool {tool:?}"))
+                })?;
+            let file: String = format!("{name}-{id}-{tool}")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            Ok((bytes, file))
+        })
+        .await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}.json\""),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 pub(super) fn change_page(
@@ -220,6 +320,17 @@ pub(super) fn change_page(
         d.new.as_ref().map(|x| &x.definition),
         &c.evidence,
     );
+    let old_name = match &t.change {
+        Change::Renamed { from } => from.as_str(),
+        _ => t.name.as_str(),
+    };
+    let raw = RawLinks {
+        old: d
+            .old
+            .as_ref()
+            .map(|_| links::raw(server, d.previous.id, old_name)),
+        new: d.new.as_ref().map(|_| links::raw(server, id, &t.name)),
+    };
     layout(
         Some(state.taxonomy()),
         &format!("{} at observation {id} of {server}", t.name),
@@ -257,13 +368,16 @@ pub(super) fn change_page(
                     }
                     h3 { "Evidence" }
                     ol.evidence {
-                        @for e in &c.evidence {
+                        @for e in c.evidence.iter().take(MAX_EVIDENCE_SHOWN) {
                             li {
                                 (rule_link(e.rule)) " "
                                 code { (line(if e.pointer.is_empty() { "(root)" } else { &e.pointer })) } ": "
                                 (line(&e.message()))
                             }
                         }
+                    }
+                    @if c.evidence.len() > MAX_EVIDENCE_SHOWN {
+                        p.truncated { "… and " (c.evidence.len() - MAX_EVIDENCE_SHOWN) " more pieces of evidence (all of them in the JSON API)." }
                     }
                 }
             }
@@ -274,7 +388,7 @@ pub(super) fn change_page(
                 } @else {
                     table.fields {
                         thead { tr { th { "Field" } th { "Before" } th { "After" } } }
-                        tbody { @for r in &rows { (field_row(r)) } }
+                        tbody { @for r in &rows { (field_row(r, &raw)) } }
                     }
                 }
             }
@@ -284,14 +398,14 @@ pub(super) fn change_page(
                     div {
                         h3 { "Before" @if let Some(o) = &d.old { " " code { (short(&o.canonical_digest)) } } }
                         @match &d.old {
-                            Some(o) => pre.json { (text::block(&pretty(&o.definition))) },
+                            Some(o) => (bounded_block(&pretty(&o.definition), raw.old.as_deref())),
                             None => p.muted { "Absent: the tool was added." },
                         }
                     }
                     div {
                         h3 { "After" @if let Some(n) = &d.new { " " code { (short(&n.canonical_digest)) } } }
                         @match &d.new {
-                            Some(n) => pre.json { (text::block(&pretty(&n.definition))) },
+                            Some(n) => (bounded_block(&pretty(&n.definition), raw.new.as_deref())),
                             None => p.muted { "Absent: the tool was removed." },
                         }
                     }
@@ -308,7 +422,7 @@ pub(super) fn change_page(
                     }
                     @for (i, copy) in copies.iter().enumerate() {
                         h3 { "Copy " (i + 1) " " code { (short(&copy.canonical_digest)) } }
-                        pre.json { (text::block(&pretty(&copy.definition))) }
+                        (bounded_block(&pretty(&copy.definition), None))
                     }
                 }
             }

@@ -62,6 +62,42 @@ const TIMELINE_ROWS: usize = 200;
 /// The most evidence highlights drawn in one field.
 const MAX_HIGHLIGHTS: usize = 1_000;
 
+/// The most bytes of one text (a definition, one side of a field) a page
+/// shows; past it the page shows the start and links to the raw bytes, so
+/// a megabyte tool makes a page of a few hundred kilobytes, not fifty
+/// megabytes.
+const MAX_SHOWN: usize = 100_000;
+
+/// The most evidence items a change page lists.
+const MAX_EVIDENCE_SHOWN: usize = 200;
+
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn clip(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A preformatted text, bounded by [`MAX_SHOWN`]: past it, the start and
+/// a link to download the raw definition.
+fn bounded_block(text: &str, raw: Option<&str>) -> Markup {
+    let shown = clip(text, MAX_SHOWN);
+    html! {
+        pre.json { (text::block(shown)) }
+        @if shown.len() < text.len() {
+            p.truncated {
+                "Showing the first " (shown.len()) " of " (text.len()) " bytes. "
+                @if let Some(raw) = raw { a href=(raw) download { "Download the raw definition" } "." }
+            }
+        }
+    }
+}
+
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(overview))
@@ -80,6 +116,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/servers/{server}/observations/{observation}/tools/{tool}/review",
             post(review),
+        )
+        .route(
+            "/servers/{server}/observations/{observation}/tools/{tool}/raw",
+            get(raw),
         )
         .route("/servers/{server}/tools/{tool}", get(tool))
 }

@@ -55,7 +55,7 @@ pub(super) async fn tool(
                         " " code { (short(digest)) }
                         " since " a href=(links::observation(&name, *at)) { "#" (at) }
                     }
-                    pre.json { (text::block(&pretty(definition))) }
+                    (bounded_block(&pretty(definition), Some(&links::raw(&name, *at, &v.tool))))
                 }
             }
             section {
