@@ -531,7 +531,7 @@ async fn change(
     let (inputs, review) = state
         .with_store(move |store, inner| change_inputs_view(&*store, inner, &name, &id, &tool))
         .await?;
-    let json = tokio::task::spawn_blocking(move || {
+    let json = crate::blocking(move || {
         let detail = inputs.grade(&state.inner.grader);
         serde_json::to_value(change_json(
             &detail,
@@ -540,8 +540,7 @@ async fn change(
         ))
         .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
     })
-    .await
-    .map_err(|e| Failure::Internal(format!("grading the change: {e}")))??;
+    .await??;
     Ok(Json(json))
 }
 

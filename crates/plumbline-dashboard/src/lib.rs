@@ -150,14 +150,15 @@ impl AppState {
         self.inner.access.form_token()
     }
 
-    /// Runs `f` with the store on a blocking thread.
+    /// Runs `f` with the store on a blocking thread, within
+    /// [`REQUEST_BUDGET`].
     pub(crate) async fn with_store<T, F>(&self, f: F) -> Result<T, Failure>
     where
         T: Send + 'static,
         F: FnOnce(&mut SqliteStore, &Inner) -> Result<T, Failure> + Send + 'static,
     {
         let state = self.clone();
-        tokio::task::spawn_blocking(move || {
+        blocking(move || {
             // A panic while holding the lock leaves the connection usable
             // (SQLite rolls back an unfinished transaction), so a poisoned
             // lock is taken over rather than failing every later request.
@@ -168,8 +169,38 @@ impl AppState {
                 .unwrap_or_else(PoisonError::into_inner);
             f(&mut store, &state.inner)
         })
-        .await
-        .map_err(|e| Failure::Internal(format!("a store task failed: {e}")))?
+        .await?
+    }
+}
+
+/// The longest one request's work may take before the request is answered
+/// 503; the work itself finishes on its thread, but no client hangs on it.
+pub const REQUEST_BUDGET: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `f` on a blocking thread, answering 503 past [`REQUEST_BUDGET`].
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, Failure>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    blocking_within(REQUEST_BUDGET, f).await
+}
+
+async fn blocking_within<T, F>(budget: std::time::Duration, f: F) -> Result<T, Failure>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::time::timeout(budget, tokio::task::spawn_blocking(f)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => Err(Failure::Internal(format!("a request task failed: {e}"))),
+        Err(_) => Err(Failure::Rejected(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this request took longer than {:.0} s; try again later",
+                budget.as_secs_f64()
+            ),
+        )),
     }
 }
 
@@ -215,6 +246,27 @@ async fn security_headers(request: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn work_past_its_budget_is_answered_503_not_waited_for() {
+        let slow = blocking_within(std::time::Duration::from_millis(20), || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        })
+        .await;
+        match slow {
+            Err(Failure::Rejected(status, message)) => {
+                assert_eq!(status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
+                assert!(message.contains("took longer"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            blocking_within(std::time::Duration::from_secs(5), || 7)
+                .await
+                .ok(),
+            Some(7)
+        );
+    }
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().expect("address")

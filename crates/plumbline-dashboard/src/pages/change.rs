@@ -249,12 +249,11 @@ pub(super) async fn change(
             views::change_inputs_view(&*store, inner, &name, &id, &tool)
         })
         .await?;
-    let html = tokio::task::spawn_blocking(move || {
+    let html = crate::blocking(move || {
         let detail = inputs.grade(&state.inner.grader);
         change_page(&server, &detail, review.as_ref(), &state)
     })
-    .await
-    .map_err(|e| Failure::Internal(format!("rendering the change page: {e}")))?;
+    .await?;
     Ok(html)
 }
 
