@@ -477,3 +477,35 @@ fn saved_listings_must_be_regular_files() {
         );
     }
 }
+
+/// A server reached differently than when pinned (another command, URL or
+/// working directory) may be another server: `check` says so.
+#[test]
+fn check_warns_when_a_server_is_reached_differently_than_when_pinned() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let write = |extra: &str| {
+        std::fs::write(
+            d.join("plumbline.toml"),
+            format!(
+                "[servers.shop]\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"__demo-server\"]\n{extra}env = {{ PLUMBLINE_DEMO_PHASE = \"1\" }}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("");
+    let o = plumbline(d, &["pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = plumbline(d, &["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("when pinned"));
+    write("cwd = \"/\"\n");
+    let o = plumbline(d, &["check"]);
+    assert_eq!(o.status.code(), Some(0), "the same tools: {}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: shop: reached as") && err.contains("when pinned"),
+        "{err}"
+    );
+}

@@ -71,6 +71,20 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             .iter()
             .position(|c| &c.server == server)
             .map(|i| currents.swap_remove(i));
+        // The lock names how the server was reached when pinned; a
+        // different command or URL now may be a different server.
+        if let Some(c) = now.as_ref().filter(|_| args.tools.is_none()) {
+            if let Ok(identity) = canonical_identity(&c.identity) {
+                if !c.identity.is_null() && identity != locked.identity {
+                    eprintln!(
+                        "warning: {}: reached as {} now, but as {} when pinned; the tools are compared all the same",
+                        for_terminal(server, false),
+                        for_terminal(&identity, false),
+                        for_terminal(&locked.identity, false)
+                    );
+                }
+            }
+        }
         let tools = match now.map(|c| c.tools) {
             Some(Ok(t)) => t,
             Some(Err(e)) => {
