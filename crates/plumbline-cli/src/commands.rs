@@ -24,6 +24,19 @@ pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
     SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
 }
 
+/// The store for a command that only reads it: one that does not exist is
+/// an error (a typo in `--store` must not read as an empty history).
+pub fn open_existing_store(path: Option<&Path>) -> Result<SqliteStore> {
+    let file = store_path(path)?;
+    if !file.exists() {
+        bail!(
+            "there is no store at {}: run `plumbline observe` (or `plumbline watch`) to record one, or pass --store FILE",
+            file.display()
+        );
+    }
+    open_store(path)
+}
+
 /// The store file: `path` when given, else the default.
 pub fn store_path(path: Option<&Path>) -> Result<std::path::PathBuf> {
     Ok(match path {
@@ -58,13 +71,24 @@ pub fn observe_servers(
     store: &mut SqliteStore,
     run: ObserveRun<'_>,
 ) -> Result<Outcome> {
+    let (taxonomy, format, fail_on) = (run.taxonomy, run.format, run.fail_on);
+    let reports = observe_and_record(servers, store, run)?;
+    print_reports(&reports, taxonomy, format)?;
+    Ok(outcome_of(&reports, fail_on))
+}
+
+/// Observes and records, worst first; prints nothing.
+pub fn observe_and_record(
+    servers: Vec<(String, ServerConfig)>,
+    store: &mut SqliteStore,
+    run: ObserveRun<'_>,
+) -> Result<Vec<Report>> {
     let ObserveRun {
         limits,
         taxonomy,
-        format,
-        fail_on,
         concurrency,
         save,
+        ..
     } = run;
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
@@ -78,9 +102,7 @@ pub fn observe_servers(
             }
         }
     }
-    let reports = record(store, &Grader::new(taxonomy), collected)?;
-    print_reports(&reports, taxonomy, format)?;
-    Ok(outcome_of(&reports, fail_on))
+    record(store, &Grader::new(taxonomy), collected)
 }
 
 /// What `observe` (and `watch --once`) recorded, for people or as one
@@ -104,7 +126,7 @@ pub fn print_reports(reports: &[Report], taxonomy: Taxonomy, format: Format) -> 
 /// 2 when any server could not be observed (the others were still
 /// observed, stored and reported), else 1 when drift reached the
 /// threshold, else 0.
-fn outcome_of(reports: &[Report], fail_on: Option<Severity>) -> Outcome {
+pub fn outcome_of(reports: &[Report], fail_on: Option<Severity>) -> Outcome {
     reports.iter().fold(Outcome::Clean, |acc, r| {
         let this = if r.failed() {
             Outcome::InputError
@@ -153,7 +175,7 @@ struct LogRow {
 }
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
-    let store = open_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref())?;
     let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
     // Reads the grades recorded with each observation: a long history is
     // not graded again.
@@ -268,7 +290,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
 const FAILED_ALERTS_LISTED: u32 = 20;
 
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
-    let store = open_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref())?;
     let to = read::successful_observation(&store, &args.server, args.to.map(ObservationId))?
         .summary
         .id;
@@ -318,7 +340,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
 }
 
 pub fn show(args: &ShowArgs) -> Result<Outcome> {
-    let store = open_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref())?;
     let obs = read::successful_observation(&store, &args.server, args.at.map(ObservationId))?;
     let matches = read::tool_bytes(&store, &obs, &args.tool)?;
     if matches.is_empty() {
@@ -356,8 +378,22 @@ pub fn show(args: &ShowArgs) -> Result<Outcome> {
 }
 
 /// The demo's working directory: a fresh temporary folder.
+/// The demo's folder: one per user, emptied at the start of each run, so
+/// that the store stays for the commands the demo suggests and runs do not
+/// pile up.
 pub fn demo_dir() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("plumbline-demo-{}", std::process::id()));
+    let user: String = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .collect();
+    let user = if user.is_empty() {
+        "user".to_owned()
+    } else {
+        user
+    };
+    let dir = std::env::temp_dir().join(format!("plumbline-demo-{user}"));
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }

@@ -13,7 +13,7 @@ use plumbline_mcp::Limits;
 use serde_json::{json, Value};
 
 use crate::cli::Format;
-use crate::commands::{demo_dir, observe_servers, ObserveRun};
+use crate::commands::{demo_dir, observe_and_record, outcome_of, print_reports, ObserveRun};
 use crate::config::ServerConfig;
 use crate::exit::Outcome;
 
@@ -100,6 +100,7 @@ pub fn run(format: Format, taxonomy: plumbline_taxonomy::Taxonomy) -> Result<Out
     let mut store = crate::commands::open_store(Some(&db))?;
     let human = format == Format::Human;
     let mut outcome = Outcome::Clean;
+    let mut rounds = Vec::new();
     for (phase, intro) in [
         (1, "Observing the demo server as first seen…"),
         (
@@ -110,7 +111,7 @@ pub fn run(format: Format, taxonomy: plumbline_taxonomy::Taxonomy) -> Result<Out
         if human {
             println!("{intro}");
         }
-        outcome = observe_servers(
+        let reports = observe_and_record(
             vec![server(phase)?],
             &mut store,
             ObserveRun {
@@ -121,6 +122,26 @@ pub fn run(format: Format, taxonomy: plumbline_taxonomy::Taxonomy) -> Result<Out
                 concurrency: 1,
                 save: None,
             },
+        )?;
+        outcome = outcome_of(&reports, None);
+        if human {
+            print_reports(&reports, taxonomy, format)?;
+        }
+        rounds.push(reports);
+    }
+    if !human {
+        // One document: both rounds, and where the store is.
+        crate::render::write_json(
+            &mut std::io::stdout().lock(),
+            &json!({
+                "taxonomy": taxonomy,
+                "store": db.display().to_string(),
+                "rounds": rounds
+                    .iter()
+                    .map(|servers| json!({"servers": servers}))
+                    .collect::<Vec<_>>(),
+            }),
+            false,
         )?;
     }
     if human {

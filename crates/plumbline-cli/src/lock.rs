@@ -149,6 +149,12 @@ impl LockFile {
     }
 
     pub fn load(path: &Path) -> Result<LockFile> {
+        if !path.exists() {
+            bail!(
+                "there is no {}: run `plumbline pin` to write one from the current tools",
+                path.display()
+            );
+        }
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let lock: LockFile =

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use plumbline_dashboard::{check_listen, router, AppState, Options};
 
 use crate::cli::ServeArgs;
-use crate::commands::{open_store, runtime};
+use crate::commands::runtime;
 use crate::exit::Outcome;
 
 pub fn run(args: &ServeArgs) -> Result<Outcome> {
@@ -19,7 +19,7 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
     };
     // Refuse before touching the store or the network.
     check_listen(args.listen, token.as_deref())?;
-    let mut store = open_store(args.store.path.as_deref())?;
+    let mut store = crate::commands::open_existing_store(args.store.path.as_deref())?;
     let reviewer = args
         .reviewer
         .clone()

@@ -159,7 +159,34 @@ fn unknown_servers_and_missing_files_are_clear_errors() {
     let o = plumbline(d, &["observe", "--store", "p.db"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("plumbline.toml"),
+        String::from_utf8_lossy(&o.stderr).contains(
+            "there is no plumbline.toml: run `plumbline discover --write plumbline.toml`"
+        ),
+        "the next step is named: {}",
+        text(&o)
+    );
+    // Read-only commands refuse a store that does not exist (a typo must
+    // not read as an empty history) and create nothing.
+    for args in [
+        &["log", "--store", "typo.db"][..],
+        &["diff", "shop", "--store", "typo.db"],
+        &["show", "shop", "add", "--store", "typo.db"],
+        &["check", "--against-store", "--store", "typo.db"],
+        &["serve", "--store", "typo.db", "--listen", "127.0.0.1:0"],
+    ] {
+        let o = plumbline(d, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("there is no store at typo.db"),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(!d.join("typo.db").exists(), "{args:?} created the store");
+    }
+    let o = plumbline(d, &["check", "--tools", "."]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("run `plumbline pin`"),
         "{}",
         text(&o)
     );
@@ -184,6 +211,20 @@ fn the_demo_shows_the_graded_rug_pull() {
         "{out}"
     );
     assert!(out.contains("CHANGED  lookup_order  NONE (R09)"), "{out}");
+    // As JSON: one document, both rounds, the same store each run.
+    let mut stores = Vec::new();
+    for _ in 0..2 {
+        let o = plumbline(dir.path(), &["demo", "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+        assert_eq!(v["rounds"].as_array().map(Vec::len), Some(2), "{v}");
+        assert_eq!(
+            v["rounds"][1]["servers"][0]["drift"]["severity"],
+            "CRITICAL"
+        );
+        stores.push(v["store"].as_str().expect("store").to_owned());
+    }
+    assert_eq!(stores[0], stores[1], "runs reuse one folder, none piles up");
 }
 
 #[test]

@@ -249,6 +249,13 @@ pub enum ServerConfig {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config> {
+        if !path.exists() {
+            bail!(
+                "there is no {}: run `plumbline discover --write {}` to import the servers your MCP clients use, or write one (see README)",
+                path.display(),
+                path.display()
+            );
+        }
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let config: Config =

@@ -22,7 +22,7 @@ pub fn check_outcome(results: &[ServerCheck], fail_on: Severity) -> Outcome {
 pub fn check(args: &CheckArgs) -> Result<Outcome> {
     // What the reports name as the baseline: the lock file, or the store.
     let (lock, baseline_file) = if args.against_store {
-        let store = crate::commands::open_store(args.store.path.as_deref())?;
+        let store = crate::commands::open_existing_store(args.store.path.as_deref())?;
         let path = store.path().to_path_buf();
         let configured = if args.config.path.exists() {
             Config::load(&args.config.path)?.taxonomy
