@@ -72,6 +72,14 @@ pub enum Command {
     /// [...]}` (the other tools' names, which taxonomy-v2 uses). Exit
     /// status 2 when a line cannot be read.
     Evaluate(EvaluateArgs),
+    /// Print a shell completion script: bash, zsh, fish, elvish or
+    /// powershell.
+    ///
+    /// For example `plumbline completions bash > ~/.local/share/bash-completion/completions/plumbline`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff), for `man -l -` or to install as
+    /// plumbline.1.
+    Man,
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
@@ -451,4 +459,11 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }

@@ -38,6 +38,8 @@ fn main() -> ExitCode {
         Command::Show(args) => commands::show(&args),
         Command::Demo(args) => demo::run(args.format, args.taxonomy.taxonomy.unwrap_or_default()),
         Command::DemoServer => demo::serve(),
+        Command::Completions(args) => completions(args.shell),
+        Command::Man => man(),
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),
         Command::Watch(args) => watch::run(&args),
@@ -63,4 +65,23 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
         e.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// `plumbline completions SHELL`: generated from the same clap definitions
+/// that parse the arguments, so it never falls behind them.
+fn completions(shell: clap_complete::Shell) -> anyhow::Result<exit::Outcome> {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut command, "plumbline", &mut out);
+    out.flush()?;
+    Ok(exit::Outcome::Clean)
+}
+
+/// `plumbline man`: the manual page, from the clap definitions.
+fn man() -> anyhow::Result<exit::Outcome> {
+    let command = <Cli as clap::CommandFactory>::command();
+    let mut out = std::io::stdout().lock();
+    clap_mangen::Man::new(command).render(&mut out)?;
+    out.flush()?;
+    Ok(exit::Outcome::Clean)
 }

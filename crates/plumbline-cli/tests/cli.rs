@@ -323,3 +323,57 @@ fn rules_and_explain() {
     let o = plumbline(&["explain", "R10"], None);
     assert!(stdout(&o).contains("taxonomy-v2 only"), "{}", stdout(&o));
 }
+
+/// Completions and the manual page come from the clap definitions: every
+/// shell gets a script, bash's parses, and the page names each command.
+#[test]
+fn completions_for_every_shell_and_a_manual_page() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = plumbline(&["completions", shell], None);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let script = String::from_utf8(o.stdout).expect("UTF-8");
+        assert!(
+            script.contains("observe") && script.contains("watch"),
+            "{shell}"
+        );
+        if shell == "bash" {
+            let path = dir.path().join("plumbline.bash");
+            std::fs::write(&path, &script).unwrap();
+            let check = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&path)
+                .output()
+                .expect("bash runs");
+            assert!(
+                check.status.success(),
+                "{}",
+                String::from_utf8_lossy(&check.stderr)
+            );
+        }
+    }
+    let o = plumbline(&["completions", "tcsh"], None);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+    let o = plumbline(&["man"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let page = String::from_utf8(o.stdout).expect("UTF-8");
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH plumbline 1"),
+        "{page}"
+    );
+    for command in ["observe", "check", "watch", "serve", "completions"] {
+        assert!(
+            page.contains(command),
+            "{command} missing from the manual page"
+        );
+    }
+}
