@@ -56,6 +56,16 @@ pub enum Command {
     /// 2 when a server could not be evaluated or the lock file is bad.
     Check(CheckArgs),
     /// Watch the configured servers continuously and send alerts.
+    ///
+    /// Each server is observed every `[watch] interval_secs` (default 300,
+    /// per server in `[watch.intervals]`, with jitter and backoff for
+    /// failures), and at once when it announces `list_changed`. Each
+    /// observation is recorded and graded; alerts go to the `[[alerts]]`
+    /// channels, one per observation and channel, retried with backoff.
+    /// `/healthz` and Prometheus `/metrics` are served on `[watch] listen`
+    /// (default 127.0.0.1:9464; "" for none). SIGHUP reloads the file;
+    /// SIGTERM or Ctrl-C stops cleanly. The whole file is checked at start:
+    /// exit status 2 names what is wrong.
     Watch(WatchArgs),
     /// Serve the dashboard: every server's drift, each change's evidence,
     /// reviews and the baseline, as web pages and a JSON API (/api/v1).
@@ -149,6 +159,9 @@ pub struct ObserveArgs {
     pub config: ConfigArg,
     #[command(flatten)]
     pub store: StoreArg,
+    /// human, or json: one document {"taxonomy", "servers": [{"server",
+    /// "observation", "outcome", "error", "tools", "problems", "baseline",
+    /// "drift"}]}.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Exit with status 1 when any drift is at or above this severity.
@@ -250,6 +263,7 @@ pub struct CheckArgs {
     /// Servers to check (default: every server in the lock file).
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
+    /// The lock file to check against (written by `plumbline pin`).
     #[arg(long, value_name = "FILE", default_value = "plumbline.lock")]
     pub lock: PathBuf,
     /// Compare with the baselines in the store (changes accepted on the
@@ -291,6 +305,8 @@ pub struct LogArgs {
     pub server: Option<String>,
     #[command(flatten)]
     pub store: StoreArg,
+    /// human, or json: one document {"taxonomy", "servers": [{"server",
+    /// "observations": [...]}], "failed_alerts": [...]}.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// At most this many observations per server.
@@ -302,6 +318,7 @@ pub struct LogArgs {
 pub struct DiffArgs {
     #[command(flatten)]
     pub taxonomy: TaxonomyArg,
+    /// The server, as named in plumbline.toml when it was observed.
     pub server: String,
     /// The older observation (default: the successful one before --to).
     #[arg(long, value_name = "OBS")]
@@ -311,15 +328,20 @@ pub struct DiffArgs {
     pub to: Option<i64>,
     #[command(flatten)]
     pub store: StoreArg,
+    /// human, or json: one document {"server", "from", "to", "taxonomy",
+    /// "drift"}.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Exit with status 1 when the drift is at or above this severity.
     #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
     pub fail_on: Option<Severity>,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The server, as named in plumbline.toml when it was observed.
     pub server: String,
+    /// The tool's name.
     pub tool: String,
     /// The observation (default: the latest successful one).
     #[arg(long, value_name = "OBS")]
@@ -335,6 +357,8 @@ pub struct ShowArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     pub taxonomy: TaxonomyArg,
+    /// human, or json: one document {"taxonomy", "store", "rounds":
+    /// [{"servers": [...]}]}, the two observations as `observe` reports them.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
 }
@@ -345,7 +369,8 @@ pub struct DiscoverArgs {
     /// existing one without --force).
     #[arg(long, value_name = "PATH")]
     pub write: Option<PathBuf>,
-    #[arg(long)]
+    /// With --write: replace the file if it exists.
+    #[arg(long, requires = "write")]
     pub force: bool,
     /// The home directory to search (default: $HOME).
     #[arg(long, value_name = "DIR")]
@@ -413,7 +438,8 @@ pub struct ClassifyArgs {
 pub enum Format {
     /// A report for people.
     Human,
-    /// One JSON object: {"severity", "rules", "evidence"}.
+    /// One JSON document on standard output (its fields are described
+    /// under each command's --format).
     Json,
 }
 

@@ -12,6 +12,10 @@ fn plumbline(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
         .args(args)
         .current_dir(repo())
+        // Help shows these variables' values: keep it the same everywhere.
+        .env_remove("PLUMBLINE_CONFIG")
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -375,5 +379,67 @@ fn completions_for_every_shell_and_a_manual_page() {
             page.contains(command),
             "{command} missing from the manual page"
         );
+    }
+}
+
+/// Every command's `--help`, pinned: a change to the help text shows in
+/// review as a change to `testdata/help/`. `PLUMBLINE_BLESS=1` rewrites the
+/// files after an intended change.
+#[test]
+fn every_commands_help_is_pinned() {
+    let dir = repo().join("testdata/help");
+    let bless = std::env::var_os("PLUMBLINE_BLESS").is_some();
+    let top = plumbline(&["--help"], None);
+    let top = String::from_utf8(top.stdout).expect("UTF-8");
+    // The commands, as the top-level help lists them.
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.len() >= 15, "{commands:?}");
+    let mut pages = vec![("plumbline".to_owned(), top)];
+    for c in &commands {
+        let o = plumbline(&[c.as_str(), "--help"], None);
+        assert!(o.status.success(), "{c} --help");
+        pages.push((
+            format!("plumbline-{c}"),
+            String::from_utf8(o.stdout).expect("UTF-8"),
+        ));
+    }
+    let mut stale = Vec::new();
+    for (name, text) in &pages {
+        let path = dir.join(format!("{name}.txt"));
+        if bless {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, text).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(pinned) if pinned == *text => {}
+            _ => stale.push(name.clone()),
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "help changed for {stale:?}: review it, then rerun with PLUMBLINE_BLESS=1"
+    );
+    // Every option and argument says what it is.
+    for (name, text) in &pages {
+        let mut lines = text.lines().peekable();
+        while let Some(l) = lines.next() {
+            let item = l.trim_start();
+            let indent = l.len() - item.len();
+            let is_item =
+                (2..=6).contains(&indent) && (item.starts_with('-') || item.starts_with('<'));
+            if is_item && !item.contains("  ") {
+                // Long help puts the description on the next line.
+                let next = lines.peek().map(|n| n.trim()).unwrap_or("");
+                assert!(!next.is_empty(), "{name}: {item} has no description");
+            }
+        }
     }
 }
