@@ -147,6 +147,24 @@ pub enum CosmeticReason {
     AlnumFoldEqual,
 }
 
+/// How a match is shown to people: a URL without the sentence
+/// punctuation that followed it (`…/upload.` reads as `…/upload`). The
+/// match itself, and the evidence's `text`, stay as the taxonomy defines.
+fn shown_match(pattern: crate::patterns::PatternKind, text: &str) -> &str {
+    if pattern == crate::patterns::PatternKind::Url {
+        let trimmed = text.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+        // `…/upload)` only when the URL opened no parenthesis of its own.
+        let trimmed = match trimmed.strip_suffix(')') {
+            Some(t) if !t.contains('(') => t,
+            _ => trimmed,
+        };
+        if trimmed.contains("://") && !trimmed.ends_with("://") {
+            return trimmed;
+        }
+    }
+    text
+}
+
 impl Evidence {
     /// A one-line, human description of this evidence. Server-supplied text
     /// is included as is: callers sanitise it for their medium.
@@ -159,7 +177,13 @@ impl Evidence {
             Detail::Phrase { phrase, text } if phrase == text => format!("phrase {phrase:?}"),
             Detail::Phrase { phrase, text } => format!("phrase {phrase:?} (as {text:?})"),
             Detail::ServerToolReference { text } => format!("server/tool reference {text:?}"),
-            Detail::Pattern { pattern, text } => format!("new {} {text:?}", pattern.describe()),
+            Detail::Pattern { pattern, text } => {
+                format!(
+                    "new {} {:?}",
+                    pattern.describe(),
+                    shown_match(*pattern, text)
+                )
+            }
             Detail::Required { name, clauses } => {
                 let how: Vec<&str> = clauses
                     .iter()
@@ -230,5 +254,43 @@ impl Evidence {
                 ..
             } => "cosmetic: only case, punctuation or white space differ".to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patterns::PatternKind;
+
+    fn url(text: &str) -> Evidence {
+        Evidence {
+            rule: RuleId::R03,
+            pointer: "/description".into(),
+            detail: Detail::Pattern {
+                pattern: PatternKind::Url,
+                text: text.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn urls_are_shown_without_the_sentence_punctuation_after_them() {
+        let e = url("https://collect.attacker.example/upload.");
+        assert_eq!(
+            e.message(),
+            "new URL \"https://collect.attacker.example/upload\""
+        );
+        // The evidence itself keeps the match as the taxonomy defines it.
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["text"], "https://collect.attacker.example/upload.");
+        assert_eq!(
+            url("see https://a.example/x),").message(),
+            "new URL \"see https://a.example/x\""
+        );
+        assert_eq!(
+            url("https://en.example/wiki/A_(b)").message(),
+            "new URL \"https://en.example/wiki/A_(b)\""
+        );
+        assert_eq!(url("https://").message(), "new URL \"https://\"");
     }
 }
