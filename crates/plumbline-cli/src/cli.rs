@@ -254,6 +254,10 @@ pub struct PinArgs {
     /// With --update: pin even what --max-severity refuses.
     #[arg(long, requires = "update")]
     pub force: bool,
+    /// human, or json: one document {"lock", "taxonomy", "wrote",
+    /// "events": [{"server", "tool", "outcome", "severity"}]}.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -347,10 +351,15 @@ pub struct ShowArgs {
     #[arg(long, value_name = "OBS")]
     pub at: Option<i64>,
     /// The bytes exactly as the server sent them, instead of formatted JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "format")]
     pub raw: bool,
     #[command(flatten)]
     pub store: StoreArg,
+    /// human (the definition, formatted), or json: one document
+    /// {"server", "tool", "observation", "definitions": [...]} (every tool
+    /// of that name, in listing order).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +387,11 @@ pub struct DiscoverArgs {
     /// The project directory to search (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,
+    /// human, or json: one document {"servers": [{"name", "client",
+    /// "file", "config", "secrets_to_set", "notes"}], "skipped": [{"file",
+    /// "name", "reason"}], "wrote"}.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -457,6 +471,10 @@ pub struct ExplainArgs {
     /// The rule code, e.g. R03 (R01–R09 in taxonomy-v1, R01–R13 in v2).
     #[arg(value_parser = parse_rule)]
     pub rule: RuleId,
+    /// human (the rule's documentation), or json: one document {"rule",
+    /// "severity", "title", "documentation"}.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 fn parse_severity(s: &str) -> Result<Severity, String> {

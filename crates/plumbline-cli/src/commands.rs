@@ -352,6 +352,26 @@ pub fn show(args: &ShowArgs) -> Result<Outcome> {
         );
     }
     let mut out = io::stdout().lock();
+    if args.format == Some(Format::Json) {
+        let definitions = matches
+            .iter()
+            .map(|raw| {
+                parse_tool(raw).map_err(|e| anyhow::anyhow!("stored tool does not parse: {e}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        render::write_json(
+            &mut out,
+            &serde_json::json!({
+                "server": args.server,
+                "tool": args.tool,
+                "observation": obs.summary.id.0,
+                "definitions": definitions,
+            }),
+            false,
+        )?;
+        out.flush()?;
+        return Ok(Outcome::Clean);
+    }
     if matches.len() > 1 {
         writeln!(
             out,
@@ -414,6 +434,52 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
     };
     let (found, skipped) = crate::discover::discover(&home, &project);
     let mut out = io::stdout().lock();
+    let wrote = match &args.write {
+        Some(path) => {
+            if path.exists() && !args.force {
+                bail!("{} exists: pass --force to replace it", path.display());
+            }
+            let config = crate::discover::as_config(&found);
+            let text = toml::to_string_pretty(&config).context("writing the configuration")?;
+            let header = "# Written by `plumbline discover`. Values such as ${NAME} are read from\n# the environment when a server is observed; set them before `plumbline observe`.\n\n";
+            std::fs::write(path, format!("{header}{text}"))
+                .with_context(|| format!("writing {}", path.display()))?;
+            Some(path.display().to_string())
+        }
+        None => None,
+    };
+    if args.format == Format::Json {
+        let servers: Vec<_> = found
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "name": f.name,
+                    "client": f.client.label(),
+                    "file": f.file.display().to_string(),
+                    "config": f.config,
+                    "secrets_to_set": f.secrets_to_set,
+                    "notes": f.notes,
+                })
+            })
+            .collect();
+        let skipped: Vec<_> = skipped
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "file": s.file.display().to_string(),
+                    "name": s.name,
+                    "reason": s.reason,
+                })
+            })
+            .collect();
+        render::write_json(
+            &mut out,
+            &serde_json::json!({"servers": servers, "skipped": skipped, "wrote": wrote}),
+            false,
+        )?;
+        out.flush()?;
+        return Ok(Outcome::Clean);
+    }
     let safe = |s: &str| for_terminal(s, false);
     for f in &found {
         writeln!(
@@ -453,16 +519,8 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
         found.len(),
         skipped.len()
     )?;
-    if let Some(path) = &args.write {
-        if path.exists() && !args.force {
-            bail!("{} exists: pass --force to replace it", path.display());
-        }
-        let config = crate::discover::as_config(&found);
-        let text = toml::to_string_pretty(&config).context("writing the configuration")?;
-        let header = "# Written by `plumbline discover`. Values such as ${NAME} are read from\n# the environment when a server is observed; set them before `plumbline observe`.\n\n";
-        std::fs::write(path, format!("{header}{text}"))
-            .with_context(|| format!("writing {}", path.display()))?;
-        writeln!(out, "wrote {}", path.display())?;
+    if let Some(path) = &wrote {
+        writeln!(out, "wrote {path}")?;
     }
     out.flush()?;
     // Skipped entries (disabled servers, unreadable files) are reported

@@ -86,6 +86,19 @@ pub fn rules(args: &RulesArgs) -> Result<()> {
 
 pub fn explain(args: &ExplainArgs) -> Result<()> {
     let mut out = io::stdout().lock();
+    if args.format == Format::Json {
+        let r = args.rule;
+        return write_json(
+            &mut out,
+            &serde_json::json!({
+                "rule": r,
+                "severity": r.severity(),
+                "title": r.title(),
+                "documentation": r.documentation(),
+            }),
+            false,
+        );
+    }
     out.write_all(args.rule.documentation().as_bytes())?;
     out.flush()?;
     Ok(())

@@ -538,3 +538,53 @@ fn a_tool_without_a_name_is_a_recorded_problem_observe_shows() {
     );
     dashboard.stop();
 }
+
+/// Every command that prints data takes `--format json` and prints exactly
+/// one JSON document.
+#[test]
+fn every_data_command_prints_one_json_document() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_config(d, 1, false);
+    let json = |args: &[&str]| -> Value {
+        let o = plumbline(d, args);
+        assert!(
+            matches!(o.status.code(), Some(0) | Some(1)),
+            "{args:?}: {}",
+            text(&o)
+        );
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON document ({e}): {}", text(&o)))
+    };
+    json(&["observe", "--store", "p.db", "--format", "json"]);
+    write_config(d, 2, false);
+    let v = json(&["observe", "--store", "p.db", "--format", "json"]);
+    assert_eq!(v["servers"][0]["drift"]["severity"], "CRITICAL");
+    json(&["log", "--store", "p.db", "--format", "json"]);
+    json(&["diff", "shop", "--store", "p.db", "--format", "json"]);
+    let v = json(&["show", "shop", "add", "--store", "p.db", "--format", "json"]);
+    assert_eq!(v["definitions"][0]["name"], "add");
+    let v = json(&["explain", "R03", "--format", "json"]);
+    assert_eq!(v["severity"], "HIGH");
+    json(&["rules", "--format", "json"]);
+    let v = json(&["pin", "--format", "json"]);
+    assert_eq!(v["wrote"], true);
+    let v = json(&["pin", "--format", "json"]);
+    assert_eq!(v["wrote"], false, "nothing changed the second time");
+    json(&["check", "--format", "json"]);
+    json(&["watch", "--once", "--store", "p.db", "--format", "json"]);
+    let home = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/discover/cursor/home");
+    let v = json(&[
+        "discover",
+        "--home",
+        home.to_str().unwrap(),
+        "--project",
+        d.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(
+        v["servers"].as_array().is_some_and(|s| !s.is_empty()),
+        "{v}"
+    );
+}

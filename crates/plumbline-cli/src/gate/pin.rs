@@ -41,15 +41,22 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
     let classifier = Classifier::for_taxonomy(taxonomy);
     let mut outcome = Outcome::Clean;
     let mut out = io::stdout().lock();
+    let mut say = Say {
+        json: args.format == crate::cli::Format::Json,
+        events: Vec::new(),
+    };
     for c in currents {
         let tools = match &c.tools {
             Ok(t) => t,
             Err(e) => {
-                writeln!(
-                    out,
-                    "{}: could not be observed, not pinned: {}",
-                    c.server,
-                    for_terminal(e, false)
+                say.say(
+                    &mut out,
+                    format!(
+                        "{}: could not be observed, not pinned: {}",
+                        c.server,
+                        for_terminal(e, false)
+                    ),
+                    serde_json::json!({"server": c.server, "outcome": "failed", "error": e}),
                 )?;
                 outcome = outcome.and(Outcome::InputError);
                 continue;
@@ -57,11 +64,14 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         };
         let fresh = pin_tools(&c.server, tools)?;
         if !args.update {
-            writeln!(
-                out,
-                "{}: pinned {} tools",
-                for_terminal(&c.server, false),
-                fresh.len()
+            say.say(
+                &mut out,
+                format!(
+                    "{}: pinned {} tools",
+                    for_terminal(&c.server, false),
+                    fresh.len()
+                ),
+                serde_json::json!({"server": c.server, "outcome": "pinned", "tools": fresh.len()}),
             )?;
             lock.servers.insert(
                 c.server.clone(),
@@ -134,11 +144,14 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 (false, false) => "re-pinned",
             };
             if args.max_severity.is_some_and(|max| severity > max) && !args.force {
-                writeln!(
-                    out,
-                    "{}/{}: refused: the change is {severity}, above --max-severity (use --force after review)",
-                    for_terminal(&c.server, false),
-                    for_terminal(name, false)
+                say.say(
+                    &mut out,
+                    format!(
+                        "{}/{}: refused: the change is {severity}, above --max-severity (use --force after review)",
+                        for_terminal(&c.server, false),
+                        for_terminal(name, false)
+                    ),
+                    serde_json::json!({"server": c.server, "tool": name, "outcome": "refused", "severity": severity}),
                 )?;
                 refused = true;
                 continue;
@@ -148,21 +161,27 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             }
             updated.retain(|t| &t.name != name);
             updated.extend(after.into_iter().cloned());
-            writeln!(
-                out,
-                "{}/{}: {what} ({severity})",
-                for_terminal(&c.server, false),
-                for_terminal(name, false)
+            say.say(
+                &mut out,
+                format!(
+                    "{}/{}: {what} ({severity})",
+                    for_terminal(&c.server, false),
+                    for_terminal(name, false)
+                ),
+                serde_json::json!({"server": c.server, "tool": name, "outcome": what, "severity": severity}),
             )?;
         }
         if refused {
             outcome = outcome.and(Outcome::ThresholdReached);
         }
         if changed == 0 {
-            writeln!(
-                out,
-                "{}: nothing to change in the lock",
-                for_terminal(&c.server, false)
+            say.say(
+                &mut out,
+                format!(
+                    "{}: nothing to change in the lock",
+                    for_terminal(&c.server, false)
+                ),
+                serde_json::json!({"server": c.server, "outcome": "nothing to change"}),
             )?;
         }
         lock.servers.insert(
@@ -174,12 +193,44 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         );
     }
     lock.set_taxonomy(taxonomy);
-    if args.lock.exists() && lock == before {
-        writeln!(out, "{} unchanged", args.lock.display())?;
-    } else {
+    let wrote = !(args.lock.exists() && lock == before);
+    if wrote {
         lock.save(&args.lock)?;
+    }
+    if say.json {
+        crate::render::write_json(
+            &mut out,
+            &serde_json::json!({
+                "lock": args.lock.display().to_string(),
+                "taxonomy": taxonomy,
+                "wrote": wrote,
+                "events": say.events,
+            }),
+            false,
+        )?;
+    } else if wrote {
         writeln!(out, "wrote {}", args.lock.display())?;
+    } else {
+        writeln!(out, "{} unchanged", args.lock.display())?;
     }
     out.flush()?;
     Ok(outcome)
+}
+
+/// What `pin` says as it goes: a line for people, or an event for the
+/// JSON document printed at the end.
+struct Say {
+    json: bool,
+    events: Vec<serde_json::Value>,
+}
+
+impl Say {
+    fn say(&mut self, out: &mut impl Write, line: String, event: serde_json::Value) -> Result<()> {
+        if self.json {
+            self.events.push(event);
+        } else {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
 }
