@@ -49,6 +49,9 @@ fn serve_refuses_a_blank_or_short_token() {
 #[test]
 fn serve_answers_on_loopback_with_the_security_headers_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
+    // An empty store, as a first `observe` or `watch` leaves it (serve
+    // refuses one that does not exist).
+    plumbline_store::SqliteStore::open(dir.path().join("p.db")).expect("a new store");
     let dashboard = Dashboard::start(dir.path());
     let response = http_response("GET", &dashboard.url).expect("an answer");
     let lower = response.to_ascii_lowercase();
