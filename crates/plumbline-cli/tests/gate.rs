@@ -509,3 +509,60 @@ fn check_warns_when_a_server_is_reached_differently_than_when_pinned() {
         "{err}"
     );
 }
+
+/// `pin --update` says what happened to each tool, and whether the lock
+/// file changed: a removed tool is "removed from the lock", a new one
+/// "pinned (new)", and when the only tool asked for is refused the lock is
+/// left as it was.
+#[test]
+fn update_says_what_it_did_to_each_tool_and_to_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    let sub = r#"{"name":"sub","description":"Subtract two numbers."}"#;
+    let next = saved(d, "next", &[ADD, sub]);
+    let o = plumbline(d, &["pin", "--update", "shop", "--tools", &next]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("shop/echo: removed from the lock"), "{out}");
+    assert!(out.contains("shop/sub: pinned (new)"), "{out}");
+    assert!(out.contains("shop/add: unchanged"), "{out}");
+    assert!(!out.contains("re-pinned (NONE)"), "{out}");
+    assert!(out.contains("wrote plumbline.lock"), "{out}");
+    let o = plumbline(d, &["pin", "--update", "shop", "--tools", &next]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("shop: nothing to change in the lock")
+            && out.contains("plumbline.lock unchanged"),
+        "{out}"
+    );
+    // The only tool asked for is refused: the file is not rewritten.
+    std::fs::write(d.join("plumbline.lock"), &lock).unwrap();
+    let rug = saved(d, "rug", &[ADD_RUG_PULL, ECHO]);
+    let o = plumbline(
+        d,
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--tools",
+            &rug,
+            "--max-severity",
+            "medium",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("refused") && out.contains("plumbline.lock unchanged"),
+        "{out}"
+    );
+    assert!(!out.contains("wrote"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("plumbline.lock")).unwrap(),
+        lock
+    );
+}
