@@ -86,6 +86,7 @@ pub fn observe_and_record(
     let ObserveRun {
         limits,
         taxonomy,
+        format,
         concurrency,
         save,
         ..
@@ -93,7 +94,12 @@ pub fn observe_and_record(
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
     }
-    let collected = runtime()?.block_on(collect(servers, limits, concurrency))?;
+    let progress = if format == Format::Json {
+        plumbline_watch::observe::Progress::Quiet
+    } else {
+        plumbline_watch::observe::Progress::OnTerminal
+    };
+    let collected = runtime()?.block_on(collect(servers, limits, concurrency, progress))?;
     if let Some(dir) = save {
         for c in &collected {
             if let Ok(listing) = &c.result {

@@ -588,3 +588,45 @@ fn every_data_command_prints_one_json_document() {
         "{v}"
     );
 }
+
+/// On a terminal `observe` shows which servers are being listed and for
+/// how long, and a line per server as it finishes; piped, or as JSON, it
+/// shows nothing of the kind. The terminal is a pseudo-terminal from
+/// util-linux `script`.
+#[test]
+fn progress_is_shown_on_a_terminal_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_config(d, 1, true);
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let on_terminal = Command::new("script")
+        .args(["-qec", &format!("{exe} observe --store p.db"), "/dev/null"])
+        .current_dir(d)
+        .env_remove("PLUMBLINE_CONFIG")
+        .env_remove("PLUMBLINE_STORE")
+        .output()
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(shown.contains("shop: listed in"), "{shown}");
+    assert!(shown.contains("broken: failed in"), "{shown}");
+    assert!(shown.contains(" done"), "the status line: {shown}");
+    let piped = plumbline(d, &["observe", "--store", "p.db"]);
+    let err = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        !err.contains("listed in") && !err.contains(" done"),
+        "{err}"
+    );
+    let json_on_terminal = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{exe} observe --store p.db --format json"),
+            "/dev/null",
+        ])
+        .current_dir(d)
+        .env_remove("PLUMBLINE_CONFIG")
+        .env_remove("PLUMBLINE_STORE")
+        .output()
+        .expect("script runs");
+    let shown = String::from_utf8_lossy(&json_on_terminal.stdout);
+    assert!(!shown.contains("listed in"), "{shown}");
+}

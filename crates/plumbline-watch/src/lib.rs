@@ -90,7 +90,7 @@ pub async fn once(options: &Options) -> Result<Vec<Report>> {
     let limits = config.limits.limits()?;
     let concurrency = config.watch.concurrency.unwrap_or(16);
     let collected = tokio::select! {
-        c = collect_with(servers, limits, concurrency, false) => c?,
+        c = collect_with(servers, limits, concurrency, false, observe::Progress::Quiet) => c?,
         () = stop.requested() => return Ok(Vec::new()),
     };
     let recorded = process(&mut store, &grader, &metrics, collected)?;

@@ -38,8 +38,26 @@ pub async fn collect(
     servers: Vec<(String, ServerConfig)>,
     limits: Limits,
     concurrency: usize,
+    progress: Progress,
 ) -> Result<Vec<Collected>> {
-    collect_with(servers, limits, concurrency, true).await
+    collect_with(servers, limits, concurrency, true, progress).await
+}
+
+/// Whether to show, on standard error, which servers are being listed and
+/// for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// A live status line, and a line per server as it finishes: only
+    /// when standard error is a terminal.
+    OnTerminal,
+    /// Nothing (JSON output, the watcher).
+    Quiet,
+}
+
+impl Progress {
+    fn shown(self) -> bool {
+        self == Progress::OnTerminal && std::io::stderr().is_terminal()
+    }
 }
 
 /// [`collect`], optionally leaving Ctrl-C to the caller (the watcher
@@ -49,16 +67,21 @@ pub async fn collect_with(
     limits: Limits,
     concurrency: usize,
     interruptible: bool,
+    progress: Progress,
 ) -> Result<Vec<Collected>> {
     let total = servers.len();
     let gate = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let limits = Arc::new(limits);
+    // Servers being listed now (they hold a permit), for the status line.
+    let listing: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> = Arc::default();
     let mut tasks = JoinSet::new();
     for (server, config) in servers {
         let gate = Arc::clone(&gate);
         let limits = Arc::clone(&limits);
+        let listing = Arc::clone(&listing);
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
+            let _listed = InFlight::enter(&listing, &server);
             let identity = config.identity();
             let started_at_ms = now_ms();
             let result = match config.spec_known_from_env() {
@@ -76,16 +99,29 @@ pub async fn collect_with(
             }
         });
     }
-    let progress = std::io::stderr().is_terminal() && total > 1;
+    let progress = progress.shown();
+    let started = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
     let mut done = Vec::with_capacity(total);
     loop {
         tokio::select! {
+            _ = tick.tick(), if progress => {
+                status_line(started.elapsed(), done.len(), total, &listing);
+            }
             next = tasks.join_next() => match next {
                 Some(Ok(c)) => {
+                    if progress {
+                        let seconds = (c.finished_at_ms - c.started_at_ms).max(0) as f64 / 1000.0;
+                        let outcome = if c.result.is_ok() { "listed" } else { "failed" };
+                        eprint!("\r\x1b[K");
+                        eprintln!(
+                            "{}: {outcome} in {seconds:.1} s",
+                            plumbline_base::sanitize::for_terminal(&c.server, false)
+                        );
+                    }
                     done.push(c);
                     if progress {
-                        eprint!("\robserved {}/{total} servers", done.len());
-                        let _ = std::io::stderr().flush();
+                        status_line(started.elapsed(), done.len(), total, &listing);
                     }
                 }
                 Some(Err(e)) => anyhow::bail!("an observation task failed: {e}"),
@@ -99,10 +135,73 @@ pub async fn collect_with(
         }
     }
     if progress {
-        eprintln!();
+        // Clear the status line: what follows starts on a clean line.
+        eprint!("\r\x1b[K");
+        let _ = std::io::stderr().flush();
     }
     done.sort_by(|a, b| a.server.cmp(&b.server));
     Ok(done)
+}
+
+/// `12.3 s  3/8 done · listing github, docs · 3 waiting`, over the line
+/// before.
+fn status_line(
+    elapsed: std::time::Duration,
+    done: usize,
+    total: usize,
+    listing: &std::sync::Mutex<std::collections::BTreeSet<String>>,
+) {
+    let now: Vec<String> = listing
+        .lock()
+        .map(|l| {
+            l.iter()
+                .map(|s| plumbline_base::sanitize::for_terminal(s, false))
+                .collect()
+        })
+        .unwrap_or_default();
+    let waiting = total.saturating_sub(done + now.len());
+    let mut line = format!("{:.1} s  {done}/{total} done", elapsed.as_secs_f64());
+    if !now.is_empty() {
+        let mut names = now.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+        if now.len() > 4 {
+            names.push_str(&format!(" and {} more", now.len() - 4));
+        }
+        line.push_str(&format!(" · listing {names}"));
+    }
+    if waiting > 0 {
+        line.push_str(&format!(" · {waiting} waiting"));
+    }
+    eprint!("\r\x1b[K{line}");
+    let _ = std::io::stderr().flush();
+}
+
+/// A server's place in the set of servers being listed, while it lives.
+struct InFlight {
+    set: Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+    server: String,
+}
+
+impl InFlight {
+    fn enter(
+        set: &Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+        server: &str,
+    ) -> InFlight {
+        if let Ok(mut s) = set.lock() {
+            s.insert(server.to_owned());
+        }
+        InFlight {
+            set: Arc::clone(set),
+            server: server.to_owned(),
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.set.lock() {
+            s.remove(&self.server);
+        }
+    }
 }
 
 async fn list(spec: &ServerSpec, limits: &Limits) -> Result<Listing, String> {

@@ -54,7 +54,12 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     } else {
         args.servers.clone()
     };
-    let mut currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
+    let mut currents = current(
+        args.tools.as_deref(),
+        &args.config.path,
+        &servers,
+        progress_for(args.format != CheckFormat::Human),
+    )?;
     let classifier = Classifier::for_taxonomy(taxonomy);
     let mut results = Vec::new();
     for server in &servers {

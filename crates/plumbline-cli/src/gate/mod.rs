@@ -37,7 +37,12 @@ struct Current {
 
 /// The current tools of `servers` (all available when empty): from saved
 /// listings with `--tools`, else by observing the configured servers.
-fn current(tools: Option<&Path>, config: &Path, servers: &[String]) -> Result<Vec<Current>> {
+fn current(
+    tools: Option<&Path>,
+    config: &Path,
+    servers: &[String],
+    progress: plumbline_watch::observe::Progress,
+) -> Result<Vec<Current>> {
     if let Some(path) = tools {
         let saved = tools_input::read(path)?;
         let mut out = Vec::new();
@@ -80,7 +85,7 @@ fn current(tools: Option<&Path>, config: &Path, servers: &[String]) -> Result<Ve
     }
     let limits = config.limits.limits()?;
     let runtime = crate::commands::runtime()?;
-    let collected = runtime.block_on(collect(chosen, limits, 8))?;
+    let collected = runtime.block_on(collect(chosen, limits, 8, progress))?;
     let mut out: Vec<Current> = collected
         .into_iter()
         .map(|c| Current {
@@ -145,4 +150,13 @@ pub struct ServerCheck {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+}
+
+/// Progress on a terminal, unless the output is for a program.
+fn progress_for(machine_readable: bool) -> plumbline_watch::observe::Progress {
+    if machine_readable {
+        plumbline_watch::observe::Progress::Quiet
+    } else {
+        plumbline_watch::observe::Progress::OnTerminal
+    }
 }

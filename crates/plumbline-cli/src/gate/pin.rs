@@ -34,7 +34,12 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         .taxonomy
         .or(configured)
         .unwrap_or_else(|| lock.taxonomy());
-    let currents = current(args.tools.as_deref(), &args.config.path, &servers)?;
+    let currents = current(
+        args.tools.as_deref(),
+        &args.config.path,
+        &servers,
+        progress_for(args.format == crate::cli::Format::Json),
+    )?;
     if currents.is_empty() {
         bail!("no servers to pin: configure them in plumbline.toml, or pass --tools");
     }
