@@ -1372,3 +1372,39 @@ async fn a_megabyte_tool_makes_bounded_pages_with_a_raw_download() {
 fn change_path_of(server: &str, id: ObservationId, tool: &str) -> String {
     format!("/servers/{server}/observations/{id}/tools/{tool}")
 }
+
+#[tokio::test]
+async fn the_server_page_says_how_the_server_is_reached_in_words() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let page = get(&router, "/servers/acme").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body
+            .contains("Reached by the command <code>acme-mcp</code> (stdio)"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("{&quot;command&quot;"), "no raw JSON");
+}
+
+#[tokio::test]
+async fn the_api_has_a_readable_reference_page() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let page = get(&router, "/api").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_security_headers(&page, "/api");
+    for (method, path) in plumbline_dashboard::api::route_list() {
+        assert!(
+            page.body.contains(&format!("<code>{path}</code>")),
+            "{method} {path} missing"
+        );
+    }
+    assert!(page.body.contains("href=\"/api/v1/openapi.json\""));
+    let overview = get(&router, "/").await;
+    assert!(
+        overview.body.contains("href=\"/api\""),
+        "the header links it"
+    );
+}

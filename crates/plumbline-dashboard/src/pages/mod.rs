@@ -37,6 +37,7 @@ use crate::AppState;
 mod change;
 mod observation;
 mod overview;
+mod reference;
 mod rules;
 mod server;
 #[cfg(test)]
@@ -46,6 +47,7 @@ mod tool;
 use change::*;
 use observation::*;
 use overview::*;
+use reference::*;
 use rules::*;
 use server::*;
 use tool::*;
@@ -103,6 +105,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/", get(overview))
         .route(STYLESHEET, get(stylesheet))
         .route("/rules", get(rules))
+        .route("/api", get(api_reference))
         .route("/rules/{rule}", get(rule))
         .route("/servers/{server}", get(server))
         .route(
@@ -145,7 +148,7 @@ fn layout(taxonomy: Option<Taxonomy>, title: &str, body: Markup) -> Html<String>
                     nav {
                         a href="/" { "Servers" }
                         a href="/rules" { "Rules" }
-                        a href="/api/v1/openapi.json" { "API" }
+                        a href="/api" { "API" }
                     }
                 }
                 main { (body) }

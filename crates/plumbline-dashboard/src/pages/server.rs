@@ -34,7 +34,7 @@ pub(super) async fn server(
         html! {
             p.crumbs { a href="/" { "Servers" } " / " (line(&name)) }
             h1 { "Server " (line(&name)) }
-            p.identity { "Reached by " code { (line(&server.identity)) } }
+            p.identity { "Reached by " (connection(&server.identity)) }
             section {
                 h2 { "Tools now" }
                 @if current.is_empty() {
@@ -111,5 +111,47 @@ pub(super) fn change_summary(
             (severity_badge(t.severity)) " " (line(&t.name))
         }
         " " (kind_label(&t.change)) " " (review_label(review))
+    }
+}
+
+/// How a server is reached, for people: the command line of a stdio
+/// server (with its working directory and the names of the variables it
+/// gets), or the URL of a remote one; the raw identity if it is neither.
+fn connection(identity: &str) -> Markup {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(identity) else {
+        return html! { code { (line(identity)) } };
+    };
+    let text = |key: &str| v.get(key).and_then(|x| x.as_str()).map(str::to_owned);
+    let list = |key: &str| -> Vec<String> {
+        v.get(key)
+            .and_then(|x| x.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match text("transport").as_deref() {
+        Some("stdio") => {
+            let mut command = vec![text("command").unwrap_or_default()];
+            command.extend(list("args"));
+            let env = list("env");
+            html! {
+                "the command " code { (line(&command.join(" "))) }
+                @if let Some(cwd) = text("cwd") { " in " code { (line(&cwd)) } }
+                @if !env.is_empty() { ", with " (env.len()) " variable" @if env.len() != 1 { "s" } " of its own: " code { (line(&env.join(", "))) } }
+                " (stdio)"
+            }
+        }
+        Some(t @ ("http" | "sse")) => {
+            let headers = list("headers");
+            html! {
+                code { (line(&text("url").unwrap_or_default())) }
+                @if t == "sse" { " (HTTP+SSE)" } @else { " (Streamable HTTP)" }
+                @if !headers.is_empty() { ", sending " code { (line(&headers.join(", "))) } }
+            }
+        }
+        _ => html! { code { (line(identity)) } },
     }
 }
