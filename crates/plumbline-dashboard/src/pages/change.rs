@@ -348,9 +348,9 @@ pub(super) fn change_page(
             p {
                 "Observation "
                 a href=(links::observation(server, id)) { "#" (id) }
-                " (" time { (utc(d.observation.summary.finished_at_ms)) } ") against "
+                " (" (links::when(d.observation.summary.finished_at_ms)) ") against "
                 a href=(links::observation(server, d.previous.id)) { "#" (d.previous.id) }
-                " (" time { (utc(d.previous.finished_at_ms)) } "). "
+                " (" (links::when(d.previous.finished_at_ms)) "). "
                 (review_label(review))
             }
             section {
@@ -430,7 +430,7 @@ pub(super) fn change_page(
                 @match review {
                     Some(r) => p {
                         "Marked " strong { (r.status.as_str()) } " by " (line(&r.reviewer))
-                        " at " time { (utc(r.at_ms)) } "."
+                        " at " (links::when(r.at_ms)) "."
                         @if let Some(n) = &r.note { blockquote { (text::block(n)) } }
                     },
                     None => p { "Nobody has reviewed this change yet." },

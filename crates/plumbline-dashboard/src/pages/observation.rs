@@ -24,8 +24,8 @@ pub(super) async fn observation(
             }
             h1 { "Observation #" (s.id) " of " a href=(links::server(&name)) { (line(&name)) } }
             dl.facts {
-                dt { "Started" } dd { time { (utc(s.started_at_ms)) } }
-                dt { "Finished" } dd { time { (utc(s.finished_at_ms)) } }
+                dt { "Started" } dd { (links::when(s.started_at_ms)) }
+                dt { "Finished" } dd { (links::when(s.finished_at_ms)) }
                 dt { "Outcome" } dd { (outcome_badge(&s.outcome)) }
                 @if let Some(v) = &s.protocol_version { dt { "Protocol" } dd { (line(v)) } }
                 dt { "Tools" } dd { (s.tool_count) }

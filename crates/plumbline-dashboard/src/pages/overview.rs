@@ -45,7 +45,7 @@ pub(super) async fn overview(
                                 td { a href=(links::server(&row.name)) { (line(&row.name)) } }
                                 td {
                                     @if let Some(last) = &row.last {
-                                        a href=(links::observation(&row.name, last.id)) { time { (utc(last.finished_at_ms)) } }
+                                        a href=(links::observation(&row.name, last.id)) { (links::when(last.finished_at_ms)) }
                                     } @else { "never" }
                                 }
                                 td {
@@ -57,7 +57,7 @@ pub(super) async fn overview(
                                 }
                                 td.num.unreviewed { (row.unreviewed) }
                                 td {
-                                    @if let Some(at) = row.last_drift_at_ms { time { (utc(at)) } } @else { span.muted { "never" } }
+                                    @if let Some(at) = row.last_drift_at_ms { (links::when(at)) } @else { span.muted { "never" } }
                                 }
                             }
                         }
@@ -73,7 +73,7 @@ pub(super) async fn overview(
                         tbody {
                             @for a in &failed_alerts {
                                 tr {
-                                    td { @if let Some(at) = a.failed_at_ms { time { (utc(at)) } } }
+                                    td { @if let Some(at) = a.failed_at_ms { (links::when(at)) } }
                                     td { (line(&a.channel)) }
                                     td { a href=(links::observation(&a.server, a.observation)) { (line(&a.server)) } }
                                     td { (line(&a.key)) }

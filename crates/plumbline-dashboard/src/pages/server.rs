@@ -76,7 +76,7 @@ pub(super) async fn server(
                             @let o = &step.summary;
                             tr {
                                 td { a href=(links::observation(&name, o.id)) { "#" (o.id) } }
-                                td { time { (utc(o.finished_at_ms)) } }
+                                td { (links::when(o.finished_at_ms)) }
                                 td { (outcome_badge(&o.outcome)) }
                                 td.num { (o.tool_count) }
                                 td {

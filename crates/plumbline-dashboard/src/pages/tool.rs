@@ -66,7 +66,7 @@ pub(super) async fn tool(
                         @for (h, event) in v.history.iter().rev().zip(events.iter().rev()) {
                             tr {
                                 td { a href=(links::observation(&name, h.observation)) { "#" (h.observation) } }
-                                td { time { (utc(h.finished_at_ms)) } }
+                                td { (links::when(h.finished_at_ms)) }
                                 td { (event) }
                                 td { @if let Some(d) = &h.canonical_digest { code { (short(d)) } } @else { span.muted { "—" } } }
                                 td {
