@@ -1408,3 +1408,29 @@ async fn the_api_has_a_readable_reference_page() {
         "the header links it"
     );
 }
+
+#[tokio::test]
+async fn the_overview_filters_by_severity_and_review_state() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let listed = |body: &str, server: &str| body.contains(&format!("href=\"/servers/{server}\""));
+    let critical = get(&router, "/?min=critical").await;
+    assert_eq!(critical.status, StatusCode::OK);
+    assert!(listed(&critical.body, "acme"), "acme's worst is CRITICAL");
+    assert!(!listed(&critical.body, "quiet") && !listed(&critical.body, "beta"));
+    assert!(critical.body.contains("servers shown"));
+    let open = get(&router, "/?state=unreviewed").await;
+    assert!(listed(&open.body, "acme") && !listed(&open.body, "quiet"));
+    let done = get(&router, "/?state=reviewed").await;
+    assert!(listed(&done.body, "quiet") && !listed(&done.body, "acme"));
+    // Sorting keeps the filters.
+    assert!(
+        critical
+            .body
+            .contains("href=\"/?min=critical&amp;sort=name\""),
+        "{}",
+        critical.body
+    );
+    let none = get(&router, "/?min=critical&state=reviewed").await;
+    assert!(none.body.contains("No server matches these filters."));
+}

@@ -18,15 +18,74 @@ pub(super) async fn overview(
         })
         .await?;
     changes::sort(&mut rows, by);
+    // Filters: the least severity of the worst unreviewed change, and
+    // whether anything is left to review.
+    let min: Option<Severity> = query.get("min").and_then(|s| s.parse().ok());
+    let state_filter = match query.get("state").map(String::as_str) {
+        Some("unreviewed") => Some(true),
+        Some("reviewed") => Some(false),
+        _ => None,
+    };
+    let all = rows.len();
+    rows.retain(|r| {
+        min.is_none_or(|m| r.worst_unreviewed.is_some_and(|w| w >= m))
+            && state_filter.is_none_or(|open| (r.unreviewed > 0) == open)
+    });
+    let query_with = |key: &str, value: Option<&str>| -> String {
+        let mut q: BTreeMap<&str, String> = BTreeMap::new();
+        q.insert("sort", by.as_str().to_owned());
+        if let Some(m) = min {
+            q.insert("min", m.as_str().to_ascii_lowercase());
+        }
+        if let Some(open) = state_filter {
+            q.insert(
+                "state",
+                if open { "unreviewed" } else { "reviewed" }.to_owned(),
+            );
+        }
+        match value {
+            Some(v) => {
+                q.insert(key, v.to_owned());
+            }
+            None => {
+                q.remove(key);
+            }
+        }
+        let parts: Vec<String> = q.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("/?{}", parts.join("&"))
+    };
     let sort_link = |s: Sort, label: &str| {
-        html! { a class=[(s == by).then_some("active")] href={ "/?sort=" (s.as_str()) } { (label) } }
+        html! { a class=[(s == by).then_some("active")] href=(query_with("sort", Some(s.as_str()))) { (label) } }
+    };
+    let min_link = |m: Option<Severity>, label: &str| {
+        let value = m.map(|m| m.as_str().to_ascii_lowercase());
+        html! { a class=[(m == min).then_some("active")] href=(query_with("min", value.as_deref())) { (label) } }
+    };
+    let state_link = |s: Option<bool>, label: &str| {
+        let value = s.map(|open| if open { "unreviewed" } else { "reviewed" });
+        html! { a class=[(s == state_filter).then_some("active")] href=(query_with("state", value)) { (label) } }
     };
     Ok(layout(
         Some(state.taxonomy()),
         "Servers",
         html! {
             h1 { "Servers" }
-            @if rows.is_empty() {
+            nav.filters {
+                "Worst unreviewed: "
+                (min_link(None, "any")) " "
+                (min_link(Some(Severity::Critical), "critical")) " "
+                (min_link(Some(Severity::High), "high or worse")) " "
+                (min_link(Some(Severity::Medium), "medium or worse")) " "
+                (min_link(Some(Severity::Low), "low or worse"))
+                " · Review: "
+                (state_link(None, "all")) " "
+                (state_link(Some(true), "something to review")) " "
+                (state_link(Some(false), "all reviewed"))
+                @if rows.len() < all { " · " (rows.len()) " of " (all) " servers shown" }
+            }
+            @if rows.is_empty() && all > 0 {
+                p.empty { "No server matches these filters." }
+            } @else if rows.is_empty() {
                 p.empty { "No observations yet: run " code { "plumbline observe" } " or " code { "plumbline watch" } " to record some." }
             } @else {
                 table.servers {
