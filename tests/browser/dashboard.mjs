@@ -122,6 +122,27 @@ try {
     findings.dialogs = dialogs.length;
     findings.cspViolations = cspViolations.length;
     await page.screenshot({ path: `${out}/xss.png`, fullPage: true });
+
+    // Every remaining change of the observation, reviewed at once: the
+    // button leads to a confirmation page, and confirming records them.
+    const observation = findings.changeUrl.replace(/\/tools\/add$/, "");
+    await page.goto(observation, { waitUntil: "load" });
+    await page.screenshot({ path: `${out}/observation.png`, fullPage: true });
+    await page.locator('form.review-all button[value="reviewed"]').click();
+    await page.waitForLoadState("load");
+    check(
+        (await page.locator("h1").innerText()).includes("changes of observation"),
+        "a confirmation page comes first",
+    );
+    await page.locator("form.review-form button[type=submit]").click();
+    await page.waitForLoadState("load");
+    check(page.url().endsWith(observation.replace(/^https?:\/\/[^/]+/, "")), `back on the observation: ${page.url()}`);
+    await page.goto(base, { waitUntil: "load" });
+    const afterAll = Number(
+        await page.locator("table.servers tbody tr", { hasText: "shop" }).locator("td.unreviewed").innerText(),
+    );
+    findings.unreviewedAfterAll = afterAll;
+    check(afterAll === 0, `nothing left to review, got ${afterAll}`);
 } finally {
     await browser.close();
 }

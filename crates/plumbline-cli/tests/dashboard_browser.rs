@@ -106,6 +106,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
         serde_json::from_slice(run.stdout.trim_ascii()).expect("findings JSON");
     assert_eq!(findings["badge"], "U+200B");
     assert_eq!(findings["dialogs"], 0);
+    assert_eq!(findings["unreviewedAfterAll"], 0, "the bulk review");
     assert_eq!(
         findings["unreviewedAfter"].as_u64().unwrap() + 1,
         findings["unreviewedBefore"].as_u64().unwrap()

@@ -67,6 +67,11 @@ pub fn raw(server: &str, id: ObservationId, tool: &str) -> String {
     format!("{}/raw", change(server, id, tool))
 }
 
+/// Reviewing every change of an observation at once.
+pub fn review_all(server: &str, id: ObservationId) -> String {
+    format!("{}/review", observation(server, id))
+}
+
 pub fn review(server: &str, id: ObservationId, tool: &str) -> String {
     format!("{}/review", change(server, id, tool))
 }

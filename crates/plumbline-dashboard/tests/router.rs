@@ -1434,3 +1434,66 @@ async fn the_overview_filters_by_severity_and_review_state() {
     let none = get(&router, "/?min=critical&state=reviewed").await;
     assert!(none.body.contains("No server matches these filters."));
 }
+
+/// Every change of an observation reviewed at once: a confirmation page
+/// first (no script), then each verdict as the single-change form records
+/// it; accepting all leaves out only what cannot be accepted.
+#[tokio::test]
+async fn all_changes_of_an_observation_are_reviewed_or_accepted_at_once_after_confirming() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    assert_eq!(unreviewed(&router, "acme").await, 5);
+    let page = get(
+        &router,
+        &format!("/servers/acme/observations/{}", fx.second),
+    )
+    .await;
+    assert!(page.body.contains("Mark all reviewed…"), "{}", page.body);
+    let token = form_token(&page.body);
+    let action = format!("/servers/acme/observations/{}/review", fx.second);
+    let ask = send(
+        &router,
+        form_post(&action, &format!("csrf={token}&status=reviewed")),
+    )
+    .await;
+    assert_eq!(ask.status, StatusCode::OK, "{}", ask.body);
+    assert!(
+        ask.body.contains("Mark reviewed all 5 changes"),
+        "{}",
+        ask.body
+    );
+    assert_eq!(
+        unreviewed(&router, "acme").await,
+        5,
+        "nothing before confirming"
+    );
+    let done = send(
+        &router,
+        form_post(
+            &action,
+            &format!("csrf={token}&status=reviewed&confirm=yes&reviewer=bulk"),
+        ),
+    )
+    .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(unreviewed(&router, "acme").await, 0);
+    // A forged form changes nothing.
+    let forged = send(
+        &router,
+        form_post(&action, "csrf=forged&status=accepted&confirm=yes"),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    // Accepting all moves the baseline.
+    let accepted = send(
+        &router,
+        form_post(
+            &action,
+            &format!("csrf={token}&status=accepted&confirm=yes"),
+        ),
+    )
+    .await;
+    assert_eq!(accepted.status, StatusCode::SEE_OTHER, "{}", accepted.body);
+    let baseline = get(&router, "/api/v1/servers/acme/baseline").await.json();
+    assert_eq!(baseline["explicit"], true);
+}

@@ -113,6 +113,10 @@ pub(crate) fn routes() -> Router<AppState> {
             get(observation),
         )
         .route(
+            "/servers/{server}/observations/{observation}/review",
+            post(review_all),
+        )
+        .route(
             "/servers/{server}/observations/{observation}/tools/{tool}",
             get(change),
         )

@@ -1,6 +1,7 @@
 //! One observation: its tools, changes and problems.
 
 use super::*;
+use plumbline_store::ReviewStatus;
 
 pub(super) async fn observation(
     State(state): State<AppState>,
@@ -59,6 +60,15 @@ pub(super) async fn observation(
                                 }
                             }
                         }
+                        @if view.step.changes.tools.len() > 1 {
+                            form.review-all method="post" action=(links::review_all(&name, s.id)) {
+                                input type="hidden" name="csrf" value=(state.form_token());
+                                "All " (view.step.changes.tools.len()) " changes at once: "
+                                button type="submit" name="status" value="reviewed" { "Mark all reviewed…" } " "
+                                button type="submit" name="status" value="accepted" { "Accept all into the baseline…" }
+                                " (you confirm on the next page)"
+                            }
+                        }
                     }
                 }
             }
@@ -102,4 +112,111 @@ pub(super) async fn observation(
             }
         },
     ))
+}
+
+/// The bulk review form's fields.
+#[derive(Deserialize)]
+pub(super) struct ReviewAllForm {
+    csrf: String,
+    status: String,
+    reviewer: Option<String>,
+    note: Option<String>,
+    /// Present once the reviewer has seen the list and confirmed.
+    confirm: Option<String>,
+}
+
+/// Marks every change of an observation reviewed, or accepts them all:
+/// first a page listing them to confirm (no script: a second form), then
+/// each verdict recorded as the single-change form records it. A change
+/// that cannot be accepted (a name listed more than once) is left, and
+/// said so.
+pub(super) async fn review_all(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ReviewAllForm>,
+) -> Result<Response, PageError> {
+    crate::auth::check_form(&state, &headers, &form.csrf)?;
+    let status = views::parse_status(&form.status)?;
+    let server = name.clone();
+    let id_text = id.clone();
+    let view = state
+        .with_store(move |store, inner| views::observation_view(&*store, inner, &name, &id_text))
+        .await?;
+    let observation = view.observation.summary.id;
+    let tools: Vec<ToolChange> = view.step.changes.tools.clone();
+    if tools.is_empty() {
+        return Err(Failure::BadRequest(format!(
+            "observation {observation} has no change to review"
+        ))
+        .into());
+    }
+    let verb = match status {
+        ReviewStatus::Accepted => "Accept",
+        _ => "Mark reviewed",
+    };
+    if form.confirm.as_deref() != Some("yes") {
+        let page = layout(
+            Some(state.taxonomy()),
+            &format!("{verb}: {} changes of {server}", tools.len()),
+            html! {
+                p.crumbs {
+                    a href="/" { "Servers" } " / "
+                    a href=(links::server(&server)) { (line(&server)) } " / "
+                    a href=(links::observation(&server, observation)) { "#" (observation) }
+                }
+                h1 { (verb) " all " (tools.len()) " changes of observation #" (observation) "?" }
+                @if status == ReviewStatus::Accepted {
+                    p.warning { "Accepting moves each tool's baseline to this version: "
+                        code { "plumbline check --against-store" } " then measures from it." }
+                }
+                table.changes {
+                    thead { tr { th { "Tool" } th { "Change" } th { "Severity" } th { "Rules" } } }
+                    tbody {
+                        @for t in &tools {
+                            tr {
+                                td { a href=(links::change(&server, observation, &t.name)) { (line(&t.name)) } }
+                                td { (kind_label(&t.change)) }
+                                td { (severity_badge(t.severity)) }
+                                td { @for r in &t.rules { (rule_link(*r)) " " } }
+                            }
+                        }
+                    }
+                }
+                form.review-form method="post" action=(links::review_all(&server, observation)) {
+                    input type="hidden" name="csrf" value=(state.form_token());
+                    input type="hidden" name="status" value=(status.as_str());
+                    input type="hidden" name="confirm" value="yes";
+                    label { "Reviewer " input type="text" name="reviewer" value=(form.reviewer.clone().unwrap_or_else(|| state.inner.reviewer.clone())) maxlength=(views::MAX_REVIEWER_CHARS) required; }
+                    label { "Note " input type="text" name="note" value=(form.note.clone().unwrap_or_default()) maxlength=(views::MAX_NOTE_CHARS); }
+                    button type="submit" { "Confirm: " (verb) " " (tools.len()) " changes" }
+                    " " a href=(links::observation(&server, observation)) { "Cancel" }
+                }
+            },
+        );
+        return Ok(page.into_response());
+    }
+    for t in &tools {
+        let verdict = Verdict {
+            status,
+            reviewer: form.reviewer.clone(),
+            note: form.note.clone(),
+        };
+        match views::record_verdict(
+            &state,
+            server.clone(),
+            observation.to_string(),
+            t.name.clone(),
+            verdict,
+        )
+        .await
+        {
+            Ok(_) => {}
+            // A duplicated name cannot be accepted: the others still are.
+            Err(Failure::BadRequest(m))
+                if status == ReviewStatus::Accepted && m.contains("more than once") => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Redirect::to(&links::observation(&server, observation)).into_response())
 }
