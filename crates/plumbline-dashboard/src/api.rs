@@ -70,6 +70,11 @@ fn table() -> Vec<ApiRoute> {
             on(get, observation),
         ),
         route(
+            "post",
+            "/api/v1/servers/{server}/observations/{observation}/review",
+            on(post, review_all),
+        ),
+        route(
             "get",
             "/api/v1/servers/{server}/observations/{observation}/tools/{tool}",
             on(get, change),
@@ -608,5 +613,32 @@ async fn tool(
             accepted_at_ms: b.accepted_at_ms,
         }),
         "history": history,
+    })))
+}
+
+/// `POST …/observations/{observation}/review`: every change at once.
+async fn review_all(
+    State(state): State<AppState>,
+    Path((name, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<ReviewRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    crate::auth::same_site(&headers)?;
+    let verdict = Verdict {
+        status: parse_status(&body.status)?,
+        reviewer: body.reviewer,
+        note: body.note,
+    };
+    let status = verdict.status;
+    let done = crate::views::review_all(&state, name, id, verdict).await?;
+    Ok(Json(serde_json::json!({
+        "observation": done.observation.0,
+        "status": status.as_str(),
+        "recorded": done.recorded,
+        "skipped": done
+            .skipped
+            .iter()
+            .map(|(tool, reason)| serde_json::json!({"tool": tool, "reason": reason}))
+            .collect::<Vec<_>>(),
     })))
 }

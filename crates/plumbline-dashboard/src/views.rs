@@ -220,3 +220,71 @@ pub(crate) fn tool_view(
         changes_at,
     })
 }
+
+/// What reviewing every change of an observation did.
+pub(crate) struct ReviewedAll {
+    pub observation: ObservationId,
+    pub recorded: Vec<String>,
+    /// (tool, why) for changes that could not take the verdict.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Records `verdict` on every change of an observation, each as the
+/// single-change review records it. A change that cannot be accepted (a
+/// name listed more than once) is skipped and said so; any other refusal
+/// (a bad reviewer name, say) stops before anything is recorded.
+pub(crate) async fn review_all(
+    state: &AppState,
+    server: String,
+    id: String,
+    verdict: Verdict,
+) -> Result<ReviewedAll, Failure> {
+    let id_text = id.clone();
+    let name = server.clone();
+    let view = state
+        .with_store(move |store, inner| observation_view(&*store, inner, &name, &id_text))
+        .await?;
+    let observation = view.observation.summary.id;
+    let tools: Vec<String> = view
+        .step
+        .changes
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    if tools.is_empty() {
+        return Err(Failure::BadRequest(format!(
+            "observation {observation} has no change to review"
+        )));
+    }
+    let mut done = ReviewedAll {
+        observation,
+        recorded: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for tool in tools {
+        let one = Verdict {
+            status: verdict.status,
+            reviewer: verdict.reviewer.clone(),
+            note: verdict.note.clone(),
+        };
+        match record_verdict(
+            state,
+            server.clone(),
+            observation.to_string(),
+            tool.clone(),
+            one,
+        )
+        .await
+        {
+            Ok(_) => done.recorded.push(tool),
+            Err(Failure::BadRequest(m))
+                if verdict.status == ReviewStatus::Accepted && m.contains("more than once") =>
+            {
+                done.skipped.push((tool, m));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

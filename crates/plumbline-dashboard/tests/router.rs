@@ -1497,3 +1497,31 @@ async fn all_changes_of_an_observation_are_reviewed_or_accepted_at_once_after_co
     let baseline = get(&router, "/api/v1/servers/acme/baseline").await.json();
     assert_eq!(baseline["explicit"], true);
 }
+
+#[tokio::test]
+async fn the_api_reviews_every_change_of_an_observation_at_once() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let a = send(
+        &router,
+        json_post(
+            &format!("/api/v1/servers/acme/observations/{}/review", fx.second),
+            serde_json::json!({"status": "reviewed", "reviewer": "api"}),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    let v = a.json();
+    assert_eq!(v["recorded"].as_array().map(Vec::len), Some(5), "{v}");
+    assert_eq!(v["skipped"], serde_json::json!([]));
+    assert_eq!(unreviewed(&router, "acme").await, 0);
+    let none = send(
+        &router,
+        json_post(
+            &format!("/api/v1/servers/quiet/observations/{}/review", fx.first),
+            serde_json::json!({"status": "reviewed"}),
+        ),
+    )
+    .await;
+    assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.body);
+}

@@ -196,27 +196,11 @@ pub(super) async fn review_all(
         );
         return Ok(page.into_response());
     }
-    for t in &tools {
-        let verdict = Verdict {
-            status,
-            reviewer: form.reviewer.clone(),
-            note: form.note.clone(),
-        };
-        match views::record_verdict(
-            &state,
-            server.clone(),
-            observation.to_string(),
-            t.name.clone(),
-            verdict,
-        )
-        .await
-        {
-            Ok(_) => {}
-            // A duplicated name cannot be accepted: the others still are.
-            Err(Failure::BadRequest(m))
-                if status == ReviewStatus::Accepted && m.contains("more than once") => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let verdict = Verdict {
+        status,
+        reviewer: form.reviewer,
+        note: form.note,
+    };
+    views::review_all(&state, server.clone(), observation.to_string(), verdict).await?;
     Ok(Redirect::to(&links::observation(&server, observation)).into_response())
 }
