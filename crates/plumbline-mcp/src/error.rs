@@ -55,7 +55,9 @@ pub enum ListErrorKind {
         code: i64,
         message: String,
     },
-    #[error("the server closed its output ({status}) during {stage}")]
+    /// The server stopped talking: a process that exited (its status, and
+    /// the end of its stderr with the error), or a stream that closed.
+    #[error("{}", exited_message(stage, status))]
     Exited { stage: &'static str, status: String },
     #[error("tools/list repeated the cursor {cursor} (page {page}); stopping instead of looping")]
     CursorRepeated { cursor: String, page: usize },
@@ -65,6 +67,18 @@ pub enum ListErrorKind {
     TooManyTools { limit: usize },
     #[error("talking to the server: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// "the server exited (exit status: 1) before answering server/discover"
+/// for a process that is gone; what closed, otherwise.
+fn exited_message(stage: &str, status: &str) -> String {
+    if status.starts_with("exit status") || status.starts_with("signal") {
+        format!("the server exited ({status}) before answering {stage}")
+    } else if status == "still running" {
+        format!("the server closed its output during {stage}, but its process is still running")
+    } else {
+        format!("the server closed its output ({status}) during {stage}")
+    }
 }
 
 fn seconds(d: Duration) -> String {

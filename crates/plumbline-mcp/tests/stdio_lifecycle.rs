@@ -74,7 +74,7 @@ async fn a_server_that_exits_reports_its_status_and_stderr() {
     .unwrap_err();
     let text = err.to_string();
     assert!(
-        text.contains("closed its output") && text.contains("exit status: 3"),
+        text.contains("the server exited (exit status: 3) before answering"),
         "{text}"
     );
     assert!(text.contains("fatal: no config"), "{text}");
