@@ -630,3 +630,36 @@ fn progress_is_shown_on_a_terminal_only() {
     let shown = String::from_utf8_lossy(&json_on_terminal.stdout);
     assert!(!shown.contains("listed in"), "{shown}");
 }
+
+/// A stdio server that prints log lines on stdout before speaking
+/// JSON-RPC (as some published servers do) is observed; the lines are kept
+/// as problems of the listing and shown.
+#[test]
+fn stray_lines_on_stdout_are_skipped_and_kept_as_problems() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let server = test_server();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.chatty]\ntransport = \"stdio\"\ncommand = \"sh\"\nargs = [\"-c\", \"echo '{{\\\"name\\\":\\\"elastic-otel-node\\\",\\\"msg\\\":\\\"started\\\"}}'; echo 'plain log line'; exec \\\"$0\\\" --stdio\", {server:?}]\n"
+        ),
+    )
+    .unwrap();
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("chatty: ok, 3 tools"), "{out}");
+    assert!(out.contains("skipped a line that is not JSON-RPC"), "{out}");
+    assert!(
+        out.contains("plain log line") && out.contains("elastic-otel-node"),
+        "{out}"
+    );
+    let o = plumbline(d, &["observe", "--store", "p.db", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let problems = v["servers"][0]["problems"]
+        .as_array()
+        .expect("problems")
+        .clone();
+    assert_eq!(problems.len(), 2, "{v}");
+}

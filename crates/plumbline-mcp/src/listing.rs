@@ -26,6 +26,10 @@ pub enum ListingProblem {
     MalformedTool { position: usize, error: String },
     /// More than one tool carries `name`; all are kept, at `positions`.
     DuplicateName { name: String, positions: Vec<usize> },
+    /// A line of a stdio server's output that was not JSON-RPC (a log line
+    /// printed to stdout, say), skipped within a bound; its start,
+    /// sanitised.
+    SkippedOutput { excerpt: String },
 }
 
 /// A complete listing of a server's tools.

@@ -136,6 +136,11 @@ pub(crate) trait Transport {
     }
     /// Whether a `list_changed` can reach us between requests.
     fn hears_notifications(&self) -> bool;
+    /// Output the transport skipped since the last call (lines that were
+    /// not JSON-RPC), as excerpts for the listing's problems.
+    fn take_skipped(&mut self) -> Vec<String> {
+        Vec::new()
+    }
     /// Waits for `notifications/tools/list_changed`, answering the server's
     /// requests meanwhile. Returns at once if one arrived since the last
     /// [`Transport::take_list_changed`]; an error when the connection (or
@@ -529,7 +534,12 @@ pub(crate) async fn relist<T: Transport>(
         (raw_tools, pages) = walk_pages(t, hs.era, limits, deadline).await?;
         relisted = true;
     }
-    let (tools, problems) = inspect(raw_tools);
+    let (tools, mut problems) = inspect(raw_tools);
+    problems.extend(
+        t.take_skipped()
+            .into_iter()
+            .map(|excerpt| ListingProblem::SkippedOutput { excerpt }),
+    );
     Ok(Listing {
         era: hs.era,
         protocol_version: hs.protocol_version.clone(),

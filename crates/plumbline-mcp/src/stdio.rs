@@ -82,7 +82,17 @@ pub(crate) struct StdioTransport {
     max_message: usize,
     grace: std::time::Duration,
     line: Vec<u8>,
+    /// Lines that were not JSON-RPC, skipped (excerpts), and their bytes.
+    skipped: Vec<String>,
+    skipped_total: usize,
+    skipped_bytes: usize,
 }
+
+/// How much output that is not JSON-RPC a stdio server may print before
+/// it fails: a few log lines at start-up are common (the official SDK
+/// client skips them too); a server that prints nothing else is not.
+const MAX_SKIPPED_LINES: usize = 100;
+const MAX_SKIPPED_BYTES: usize = 64 << 10;
 
 impl StdioTransport {
     pub(crate) fn spawn(spec: &StdioSpec, limits: &Limits) -> Result<Self, ListError> {
@@ -149,6 +159,9 @@ impl StdioTransport {
             max_message: limits.max_message_bytes,
             grace: limits.shutdown_grace,
             line: Vec::new(),
+            skipped: Vec::new(),
+            skipped_total: 0,
+            skipped_bytes: 0,
         })
     }
 
@@ -254,7 +267,37 @@ impl protocol::Stream for StdioTransport {
         let parsed = if self.line.iter().all(u8::is_ascii_whitespace) {
             Ok(None)
         } else {
-            parse_inbound(&self.line, stage).map(Some)
+            match parse_inbound(&self.line, stage) {
+                // A line that names "jsonrpc" was meant as a message: broken,
+                // it is an error. Anything else (a log line, a JSON log
+                // record) is output to skip.
+                Err(e)
+                    if matches!(e.kind, ListErrorKind::NotJsonRpc { .. })
+                        && !self.line.windows(9).any(|w| w == b"\"jsonrpc\"") =>
+                {
+                    self.skipped_total += 1;
+                    self.skipped_bytes += self.line.len();
+                    if self.skipped_total > MAX_SKIPPED_LINES
+                        || self.skipped_bytes > MAX_SKIPPED_BYTES
+                    {
+                        Err(ListErrorKind::Protocol {
+                            method: stage,
+                            message: format!(
+                                "the server printed more than {MAX_SKIPPED_LINES} lines (or {} KiB) that are not JSON-RPC; the last: {}",
+                                MAX_SKIPPED_BYTES >> 10,
+                                crate::error::excerpt(&self.line, 120)
+                            ),
+                        }
+                        .into())
+                    } else {
+                        if self.skipped.len() < 10 {
+                            self.skipped.push(crate::error::excerpt(&self.line, 120));
+                        }
+                        Ok(None)
+                    }
+                }
+                other => other.map(Some),
+            }
         };
         self.line.clear();
         parsed
@@ -323,6 +366,19 @@ impl Transport for StdioTransport {
 
     fn hears_notifications(&self) -> bool {
         self.era == Era::Session || self.listening
+    }
+
+    fn take_skipped(&mut self) -> Vec<String> {
+        let mut out = std::mem::take(&mut self.skipped);
+        if self.skipped_total > out.len() {
+            out.push(format!(
+                "… {} more lines that are not JSON-RPC",
+                self.skipped_total - out.len()
+            ));
+        }
+        self.skipped_total = 0;
+        self.skipped_bytes = 0;
+        out
     }
 
     async fn wait_list_changed(&mut self) -> Result<(), ListError> {

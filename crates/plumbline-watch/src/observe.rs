@@ -232,6 +232,14 @@ pub fn new_observation(c: &Collected) -> NewObservation {
                             })
                         }
                         ListingProblem::DuplicateName { .. } => None,
+                        // Output skipped on the way: kept with the listing,
+                        // shown wherever its problems are.
+                        ListingProblem::SkippedOutput { excerpt } => Some(Problem {
+                            position: None,
+                            kind: ProblemKind::Other,
+                            tool_name: None,
+                            message: format!("skipped a line that is not JSON-RPC: {excerpt}"),
+                        }),
                     })
                     .collect();
                 (
