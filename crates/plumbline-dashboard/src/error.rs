@@ -12,6 +12,9 @@ pub enum Failure {
     BadRequest(String),
     Forbidden(String),
     Internal(String),
+    /// A change that cannot be accepted (a name listed more than once);
+    /// answered 400 like any bad request.
+    NotAcceptable(String),
     /// A request the framework refused before a handler ran (a body that
     /// is not JSON, the wrong content type, a bad query), with its status.
     Rejected(StatusCode, String),
@@ -25,6 +28,7 @@ impl Failure {
             Failure::Forbidden(_) => StatusCode::FORBIDDEN,
             Failure::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Failure::Rejected(status, _) => *status,
+            Failure::NotAcceptable(_) => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -34,7 +38,8 @@ impl Failure {
             | Failure::BadRequest(m)
             | Failure::Forbidden(m)
             | Failure::Internal(m)
-            | Failure::Rejected(_, m) => m,
+            | Failure::Rejected(_, m)
+            | Failure::NotAcceptable(m) => m,
         }
     }
 }
@@ -47,6 +52,7 @@ impl From<plumbline_history::HistoryError> for Failure {
         match e {
             H::NotFound(m) => Failure::NotFound(m),
             H::Invalid(m) => Failure::BadRequest(m),
+            H::NotAcceptable(m) => Failure::NotAcceptable(m),
             H::Inconsistent(m) => Failure::Internal(m),
             H::Store(e) => e.into(),
         }

@@ -278,9 +278,7 @@ pub(crate) async fn review_all(
         .await
         {
             Ok(_) => done.recorded.push(tool),
-            Err(Failure::BadRequest(m))
-                if verdict.status == ReviewStatus::Accepted && m.contains("more than once") =>
-            {
+            Err(Failure::NotAcceptable(m)) if verdict.status == ReviewStatus::Accepted => {
                 done.skipped.push((tool, m));
             }
             Err(e) => return Err(e),

@@ -40,6 +40,10 @@ pub enum HistoryError {
     /// The request cannot be carried out as asked.
     #[error("{0}")]
     Invalid(String),
+    /// A change that cannot be accepted into a baseline: its name is
+    /// listed more than once, so no one version is the tool.
+    #[error("{0}")]
+    NotAcceptable(String),
     /// The store is not as the history left it.
     #[error("{0}")]
     Inconsistent(String),

@@ -231,7 +231,7 @@ pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failur
     if detail.copies.is_some() {
         // A baseline holds one version per name; which copy a client shows
         // the model is not ours to guess.
-        return Err(Failure::Invalid(format!(
+        return Err(Failure::NotAcceptable(format!(
             "the listing carries {name:?} more than once, so no one version can be accepted; mark the change reviewed"
         )));
     }
