@@ -6,6 +6,9 @@ use crate::json::Value;
 use crate::patterns::PatternKind;
 use crate::severity::{RuleId, Severity};
 
+/// Descriptions up to this many words get R08's measured edit count.
+pub const R08_MEASURED_WORDS: usize = 5_000;
+
 /// The result of classifying one tool change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classification {
@@ -102,6 +105,10 @@ pub enum Detail {
         /// The edit distance is at least this (`⌊(denom − 1)/5⌋ + 1`, the
         /// smallest count with `edits × 5 ≥ denom`).
         min_edits: usize,
+        /// The measured word edit distance; absent when a description has
+        /// more than [`R08_MEASURED_WORDS`] words.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        edits: Option<usize>,
     },
     /// R09: one cosmetic change and why it is cosmetic.
     Cosmetic {
@@ -237,10 +244,18 @@ impl Evidence {
                 old_words,
                 new_words,
                 min_edits,
-            } => format!(
-                "description rewritten: ≥ {min_edits} word edits over {} words (≥ 0.20)",
-                old_words.max(new_words)
-            ),
+                edits,
+            } => match edits {
+                Some(edits) => format!(
+                    "description rewritten: {edits} word edit{} over {} words (≥ 0.20)",
+                    if *edits == 1 { "" } else { "s" },
+                    old_words.max(new_words)
+                ),
+                None => format!(
+                    "description rewritten: ≥ {min_edits} word edits over {} words (≥ 0.20)",
+                    old_words.max(new_words)
+                ),
+            },
             Detail::Cosmetic {
                 reason: CosmeticReason::SmallWordDistance,
                 edits,
@@ -271,6 +286,28 @@ mod tests {
                 text: text.into(),
             },
         }
+    }
+
+    #[test]
+    fn a_rewrite_shows_its_measured_edit_count_and_the_bound_only_when_unmeasured() {
+        let rewrite = |edits| Evidence {
+            rule: RuleId::R08,
+            pointer: "/description".into(),
+            detail: Detail::DescriptionRewrite {
+                old_words: 7,
+                new_words: 5,
+                min_edits: 2,
+                edits,
+            },
+        };
+        assert_eq!(
+            rewrite(Some(4)).message(),
+            "description rewritten: 4 word edits over 7 words (≥ 0.20)"
+        );
+        assert_eq!(
+            rewrite(None).message(),
+            "description rewritten: ≥ 2 word edits over 7 words (≥ 0.20)"
+        );
     }
 
     #[test]

@@ -105,12 +105,12 @@ impl WordDistance {
     }
 }
 
-/// Compares the words of `old` and `new`.
-pub fn word_distance(old: &str, new: &str) -> WordDistance {
-    // Intern words as integers so comparisons are cheap; sized up front so
-    // the table never grows.
+/// The words of `old` and `new` interned as integers (so comparisons are
+/// cheap), and the number of distinct words.
+fn interned_words(old: &str, new: &str) -> (Vec<u32>, Vec<u32>, usize) {
     let old_words: Vec<&str> = words(old).collect();
     let new_words: Vec<&str> = words(new).collect();
+    // Sized up front so the table never grows.
     let mut ids: FxHashMap<&str, u32> =
         FxHashMap::with_capacity_and_hasher(old_words.len() + new_words.len(), Default::default());
     let mut intern = |w| {
@@ -119,11 +119,17 @@ pub fn word_distance(old: &str, new: &str) -> WordDistance {
     };
     let a: Vec<u32> = old_words.into_iter().map(&mut intern).collect();
     let b: Vec<u32> = new_words.into_iter().map(&mut intern).collect();
+    (a, b, ids.len())
+}
+
+/// Compares the words of `old` and `new`.
+pub fn word_distance(old: &str, new: &str) -> WordDistance {
+    let (a, b, alphabet) = interned_words(old, new);
     let denom = a.len().max(b.len());
     let edits = if denom == 0 {
         Some(0)
     } else {
-        levenshtein_within(&a, &b, WordDistance::max_small_edits(denom), ids.len())
+        levenshtein_within(&a, &b, WordDistance::max_small_edits(denom), alphabet)
     };
     WordDistance {
         old_words: a.len(),
@@ -131,6 +137,18 @@ pub fn word_distance(old: &str, new: &str) -> WordDistance {
         denom,
         edits,
     }
+}
+
+/// The exact word edit distance between `old` and `new` when neither has
+/// more than `max_words` words, else `None`: evidence only (R08 shows the
+/// measured count), computed after the rules decided, and bounded because
+/// the distance costs O((n + m) · edits).
+pub fn word_edits(old: &str, new: &str, max_words: usize) -> Option<usize> {
+    let (a, b, alphabet) = interned_words(old, new);
+    if a.len() > max_words || b.len() > max_words {
+        return None;
+    }
+    levenshtein_within(&a, &b, a.len().max(b.len()), alphabet)
 }
 
 /// The Levenshtein distance between `a` and `b` (unit costs) if it is at
@@ -343,5 +361,20 @@ mod tests {
         assert!(d.below_one_fifth());
         // No words on either side: distance 0.
         assert!(word_distance(" ", "").below_one_fifth());
+    }
+
+    #[test]
+    fn word_edits_measures_the_whole_distance_within_its_word_bound() {
+        // Seven words, two substitutions: the bound would say "≥ 2".
+        let (old, new) = (
+            "Returns the current weather for a city.",
+            "Returns the weekly forecast for a city.",
+        );
+        assert_eq!(word_edits(old, new, 100), Some(2));
+        // Far past the 0.20 bound, still counted exactly.
+        assert_eq!(word_edits("a b c d e", "v w x y z q", 100), Some(6));
+        assert_eq!(word_edits("", "a b", 100), Some(2));
+        // Past the word bound, not measured.
+        assert_eq!(word_edits("a b c", "a b", 2), None);
     }
 }

@@ -2,10 +2,10 @@
 #![doc = include_str!("r08_description_rewrite.md")]
 
 use super::{Context, Found};
-use crate::evidence::{Detail, Evidence};
+use crate::evidence::{Detail, Evidence, R08_MEASURED_WORDS};
 use crate::json::Value;
 use crate::severity::RuleId;
-use crate::text::WordDistance;
+use crate::text::{word_edits, WordDistance};
 
 pub const DOC: &str = include_str!("r08_description_rewrite.md");
 
@@ -31,6 +31,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             old_words: d.old_words,
             new_words: d.new_words,
             min_edits: WordDistance::max_small_edits(d.denom) + 1,
+            edits: word_edits(old, new, R08_MEASURED_WORDS),
         },
     }]
 }
