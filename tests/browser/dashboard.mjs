@@ -5,7 +5,8 @@
 //
 // BASE_URL serves a store holding server "shop" observed before and after
 // a rug pull: tool "add" gained <IMPORTANT> text with a U+200B, and tool
-// "notes" gained a description that is an XSS attempt. Prints one JSON
+// "notes" gained a description that is an XSS attempt; and server
+// "warehouse", whose release changed 28 of its tools. Prints one JSON
 // line of findings; exits non-zero, naming the failed check, on any
 // failure. Screenshots go to OUT_DIR.
 import { chromium } from "playwright-core";
@@ -143,6 +144,22 @@ try {
     );
     findings.unreviewedAfterAll = afterAll;
     check(afterAll === 0, `nothing left to review, got ${afterAll}`);
+
+    // A busy release: server "warehouse" changed 28 of its tools at once.
+    await page.locator("table.servers tbody tr", { hasText: "warehouse" }).locator("a", { hasText: "warehouse" }).first().click();
+    await page.waitForLoadState("load");
+    // Its latest observation: the link with the highest id.
+    const observations = await page
+        .locator('a[href*="/observations/"]')
+        .evaluateAll((links) => links.map((a) => a.getAttribute("href")));
+    const latest = observations
+        .filter((h) => /\/observations\/\d+$/.test(h))
+        .sort((a, b) => Number(b.split("/").pop()) - Number(a.split("/").pop()))[0];
+    check(latest, `the server page links its observations: ${observations}`);
+    await page.goto(new URL(latest, base).href, { waitUntil: "load" });
+    findings.busyChanges = await page.locator("table.changes tbody tr").count();
+    check(findings.busyChanges >= 28, `the busy observation lists its changes, got ${findings.busyChanges}: ${await page.locator("table.changes tbody").innerText()}`);
+    await page.screenshot({ path: `${out}/observation-busy.png`, fullPage: true });
 } finally {
     await browser.close();
 }

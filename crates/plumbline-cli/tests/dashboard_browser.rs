@@ -23,6 +23,139 @@ const CLEAN_NOTES: &str =
     r#"{"name":"notes","description":"Lists your notes.","inputSchema":{"type":"object"}}"#;
 const XSS_NOTES: &str = r#"{"name":"notes","description":"<script>alert(1)</script><img src=x onerror=alert(1)>","inputSchema":{"type":"object"}}"#;
 
+/// Server "warehouse": 30 tools whose next release changes 28 of them the
+/// way real releases do (rewordings, new inputs, annotations, links,
+/// removed and added tools), so the dashboard shows a busy observation.
+fn warehouse_phases() -> String {
+    use serde_json::{json, Value};
+    const NAMES: [&str; 30] = [
+        "list_orders",
+        "get_order",
+        "create_order",
+        "cancel_order",
+        "refund_order",
+        "list_products",
+        "get_product",
+        "update_price",
+        "list_stock",
+        "adjust_stock",
+        "list_suppliers",
+        "get_supplier",
+        "create_shipment",
+        "track_shipment",
+        "list_returns",
+        "approve_return",
+        "list_customers",
+        "get_customer",
+        "merge_customers",
+        "export_report",
+        "list_invoices",
+        "get_invoice",
+        "send_invoice",
+        "list_discounts",
+        "create_discount",
+        "archive_product",
+        "list_warehouses",
+        "transfer_stock",
+        "audit_log",
+        "sync_catalog",
+    ];
+    let tool = |name: &str, description: String, props: Value, required: Value, read_only: bool| {
+        json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"type": "object", "properties": props, "required": required},
+            "annotations": {"readOnlyHint": read_only},
+        })
+    };
+    let subject = |name: &str| name.replace('_', " ");
+    let before: Vec<Value> = NAMES[..27]
+        .iter()
+        .map(|n| {
+            tool(
+                n,
+                format!(
+                    "Runs {} against the warehouse database and returns the result as JSON.",
+                    subject(n)
+                ),
+                json!({"id": {"type": "string"}}),
+                json!(["id"]),
+                n.starts_with("list_") || n.starts_with("get_"),
+            )
+        })
+        .collect();
+    let mut after = Vec::new();
+    for (i, n) in NAMES.iter().enumerate() {
+        let s = subject(n);
+        let read_only = n.starts_with("list_") || n.starts_with("get_");
+        let base =
+            format!("Runs {s} against the warehouse database and returns the result as JSON.");
+        let id = json!({"id": {"type": "string"}});
+        let t = match i {
+            // Removed in this release.
+            24..=26 => continue,
+            // Wording fixes.
+            0..=5 => tool(
+                n,
+                format!("Runs {s} against the warehouse database and returns the results as JSON."),
+                id,
+                json!(["id"]),
+                read_only,
+            ),
+            // A new optional input.
+            6..=10 => tool(
+                n,
+                base,
+                json!({"id": {"type": "string"}, "limit": {"type": "integer"}}),
+                json!(["id"]),
+                read_only,
+            ),
+            // Now destructive.
+            11..=13 => {
+                let mut t = tool(n, base, id, json!(["id"]), false);
+                t["annotations"]["destructiveHint"] = json!(true);
+                t
+            }
+            // A new required input.
+            14..=16 => tool(
+                n,
+                base,
+                json!({"id": {"type": "string"}, "region": {"type": "string"}}),
+                json!(["id", "region"]),
+                read_only,
+            ),
+            // A link to the documentation.
+            17..=18 => tool(
+                n,
+                format!("{base} See https://docs.warehouse.example/{n} for details."),
+                id,
+                json!(["id"]),
+                read_only,
+            ),
+            // Rewritten.
+            19..=21 => tool(
+                n,
+                format!("Looks up {s} for one account and summarises it for a person to read."),
+                id,
+                json!(["id"]),
+                read_only,
+            ),
+            // Untouched.
+            22..=23 => tool(n, base, id, json!(["id"]), read_only),
+            // New in this release.
+            _ => tool(
+                n,
+                format!("Starts a background job for {s}; poll it with the job id it returns."),
+                json!({"warehouse": {"type": "string"}, "dry_run": {"type": "boolean"}}),
+                json!(["warehouse"]),
+                false,
+            ),
+        };
+        after.push(t);
+    }
+    json!([before, after]).to_string()
+}
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -54,12 +187,14 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
         format!("[[{CLEAN_ADD},{CLEAN_NOTES}],[{POISONED_ADD},{XSS_NOTES}]]"),
     )
     .unwrap();
+    std::fs::write(d.join("warehouse.json"), warehouse_phases()).unwrap();
     let server = HttpServer::start(&["--phases", d.join("phases.json").to_str().unwrap()]);
+    let warehouse = HttpServer::start(&["--phases", d.join("warehouse.json").to_str().unwrap()]);
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
-            "[servers.shop]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
+            "[servers.shop]\ntransport = \"http\"\nurl = \"{}\"\n\n[servers.warehouse]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url, warehouse.url
         ),
     )
     .unwrap();
@@ -67,6 +202,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
         let o = plumbline(d, &["observe", "--store", "p.db"]);
         assert!(o.status.code().is_some_and(|c| c <= 1), "{}", text(&o));
         server.advance();
+        warehouse.advance();
     }
     // The gate measures from the same baseline the dashboard updates: the
     // first observation, so far, against which the rug pull is CRITICAL.
@@ -75,6 +211,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
             d,
             &[
                 "check",
+                "shop",
                 "--against-store",
                 "--store",
                 "p.db",
@@ -107,6 +244,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
     assert_eq!(findings["badge"], "U+200B");
     assert_eq!(findings["dialogs"], 0);
     assert_eq!(findings["unreviewedAfterAll"], 0, "the bulk review");
+    assert_eq!(findings["busyChanges"], 28, "warehouse's release");
     assert_eq!(
         findings["unreviewedAfter"].as_u64().unwrap() + 1,
         findings["unreviewedBefore"].as_u64().unwrap()
@@ -116,6 +254,8 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
         "change.png",
         "overview-after.png",
         "xss.png",
+        "observation.png",
+        "observation-busy.png",
     ] {
         let bytes = std::fs::read(out.join(shot)).expect(shot);
         assert!(bytes.starts_with(b"\x89PNG"), "{shot} is a PNG");
@@ -130,6 +270,7 @@ fn a_reviewer_sees_the_rug_pull_accepts_it_and_no_script_runs() {
     let report: serde_json::Value = serde_json::from_slice(&after.stdout).expect("JSON");
     assert_eq!(report["servers"][0]["drift"]["severity"], "LOW", "{report}");
     drop(server);
+    drop(warehouse);
 }
 
 /// GETs a JSON document from the dashboard.
