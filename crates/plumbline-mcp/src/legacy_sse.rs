@@ -194,6 +194,10 @@ impl Transport for SseTransport {
         protocol::request_on(self, self.next_id, method, params, deadline).await
     }
 
+    fn take_late_answer(&mut self, method: &'static str) -> Option<Reply> {
+        self.announced.take_late(method)
+    }
+
     async fn notify(&mut self, method: &'static str, params: Value) -> Result<(), ListError> {
         self.post(
             &json!({"jsonrpc": "2.0", "method": method, "params": params}),

@@ -136,6 +136,12 @@ pub(crate) trait Transport {
     }
     /// Whether a `list_changed` can reach us between requests.
     fn hears_notifications(&self) -> bool;
+    /// The answer to an earlier `method` request that timed out, if the
+    /// server sent it since (a stream transport keeps it; an HTTP request
+    /// that timed out is gone).
+    fn take_late_answer(&mut self, _method: &'static str) -> Option<Reply> {
+        None
+    }
     /// Output the transport skipped since the last call (lines that were
     /// not JSON-RPC), as excerpts for the listing's problems.
     fn take_skipped(&mut self) -> Vec<String> {
@@ -149,14 +155,22 @@ pub(crate) trait Transport {
     async fn wait_list_changed(&mut self) -> Result<(), ListError>;
 }
 
-/// What a server has announced on a connection.
+/// What a server has announced on a connection, and the answers it gave
+/// late.
 #[derive(Debug, Default)]
 pub(crate) struct Announced {
     /// `notifications/tools/list_changed`, since it was last taken.
     pub list_changed: bool,
     /// `notifications/subscriptions/acknowledged` (2026-07-28).
     pub subscribed: bool,
+    /// Requests that timed out, by id: their answers may still come.
+    abandoned: Vec<(u64, &'static str)>,
+    /// Answers to abandoned requests, with their method.
+    late: Vec<(&'static str, Reply)>,
 }
+
+/// How many timed-out requests (and late answers) a connection remembers.
+const LATE_KEPT: usize = 4;
 
 impl Announced {
     pub fn note(&mut self, method: &str) {
@@ -165,6 +179,37 @@ impl Announced {
             "notifications/subscriptions/acknowledged" => self.subscribed = true,
             _ => {}
         }
+    }
+
+    /// Request `id` timed out; an answer to it is kept if it comes.
+    fn abandon(&mut self, id: u64, method: &'static str) {
+        if self.abandoned.len() == LATE_KEPT {
+            self.abandoned.remove(0);
+        }
+        self.abandoned.push((id, method));
+    }
+
+    /// An answer that is not to the request being waited for: kept when it
+    /// answers an abandoned request, else dropped.
+    fn answered_late(&mut self, id: &Value, reply: Reply) {
+        let Some(at) = self
+            .abandoned
+            .iter()
+            .position(|(a, _)| id.as_u64() == Some(*a))
+        else {
+            return;
+        };
+        let (_, method) = self.abandoned.remove(at);
+        if self.late.len() == LATE_KEPT {
+            drop(self.late.remove(0));
+        }
+        self.late.push((method, reply));
+    }
+
+    /// The late answer to the abandoned `method` request, if it came.
+    pub fn take_late(&mut self, method: &str) -> Option<Reply> {
+        let at = self.late.iter().position(|(m, _)| *m == method)?;
+        Some(self.late.remove(at).1)
     }
 }
 
@@ -219,11 +264,18 @@ pub(crate) async fn request_on<S: Stream>(
     s.send(&message, method).await?;
     let started = Instant::now();
     loop {
-        match pump(s, method, started, deadline).await? {
-            Some((rid, reply)) if rid == json!(id) => return Ok(reply),
+        match pump(s, method, started, deadline).await {
+            Ok(Some((rid, reply))) if rid == json!(id) => return Ok(reply),
             // An answer to an earlier request (a late reply to a probe
-            // that timed out): not ours any more.
-            _ => continue,
+            // that timed out): kept for whoever gave up on it.
+            Ok(Some((rid, reply))) => s.announced().answered_late(&rid, reply),
+            Ok(None) => {}
+            Err(e) => {
+                if matches!(e.kind, ListErrorKind::Timeout { .. }) {
+                    s.announced().abandon(id, method);
+                }
+                return Err(e);
+            }
         }
     }
 }
@@ -329,6 +381,13 @@ fn bytes(raw: Option<Box<RawValue>>) -> Option<Vec<u8>> {
 }
 
 /// Probes for the stateless era, then falls back to `initialize`.
+///
+/// A probe that is refused means the server does not speak 2026-07-28; a
+/// probe that merely went unanswered within `discover_timeout` (a server
+/// still starting) decides nothing. Then `initialize` is sent, and if the
+/// server meanwhile answered the probe with our era, or refuses
+/// `initialize` because it serves 2026-07-28, the stateless era is used:
+/// the late answer if it came, else `server/discover` asked again.
 async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake, ListError> {
     let probe = if t.may_be_stateless() {
         t.request(
@@ -343,24 +402,18 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
             message: "not probed".to_owned(),
         }))
     };
+    let mut unanswered = false;
     match probe {
         Ok(Ok(raw)) => {
-            let d: DiscoverResult = parse("server/discover", &raw)?;
-            if d.supported_versions.iter().any(|v| v == STATELESS_VERSION) {
-                t.negotiated(Era::Stateless, STATELESS_VERSION);
-                return Ok(Handshake {
-                    era: Era::Stateless,
-                    protocol_version: STATELESS_VERSION.to_owned(),
-                    server_info: d.meta.and_then(|m| bytes(m.server_info)),
-                    capabilities: bytes(d.capabilities),
-                    instructions: d.instructions,
-                });
+            if let Some(h) = stateless(t, &raw)? {
+                return Ok(h);
             }
             // A discover answer without our version: use the session era.
         }
-        // A legacy server answers an error or stays silent: fall back.
+        // A legacy server answers an error: fall back.
         Ok(Err(_)) => {}
-        Err(e) if matches!(e.kind, ListErrorKind::Timeout { .. }) => {}
+        // No answer yet: maybe slow, maybe legacy and silent.
+        Err(e) if matches!(e.kind, ListErrorKind::Timeout { .. }) => unanswered = true,
         Err(e) => return Err(e),
     }
     let reply = t
@@ -373,8 +426,31 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
             }),
             Instant::now() + limits.initialize_timeout,
         )
-        .await?;
-    let raw = answered("initialize", reply)?;
+        .await;
+    if unanswered && !matches!(reply, Ok(Ok(_))) {
+        if let Some(Ok(raw)) = t.take_late_answer("server/discover") {
+            if let Some(h) = stateless(t, &raw)? {
+                return Ok(h);
+            }
+        }
+        if let Ok(Err(refusal)) = &reply {
+            if serves_stateless(refusal) {
+                let again = t
+                    .request(
+                        "server/discover",
+                        json!({"_meta": stateless_meta()}),
+                        Instant::now() + limits.initialize_timeout,
+                    )
+                    .await?;
+                if let Ok(raw) = again {
+                    if let Some(h) = stateless(t, &raw)? {
+                        return Ok(h);
+                    }
+                }
+            }
+        }
+    }
+    let raw = answered("initialize", reply?)?;
     let init: InitializeResult = parse("initialize", &raw)?;
     t.negotiated(Era::Session, &init.protocol_version);
     t.notify("notifications/initialized", json!({})).await?;
@@ -385,6 +461,29 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
         capabilities: bytes(init.capabilities),
         instructions: init.instructions,
     })
+}
+
+/// The stateless handshake, if a `server/discover` answer offers our
+/// version.
+fn stateless<T: Transport>(t: &mut T, raw: &RawValue) -> Result<Option<Handshake>, ListError> {
+    let d: DiscoverResult = parse("server/discover", raw)?;
+    if !d.supported_versions.iter().any(|v| v == STATELESS_VERSION) {
+        return Ok(None);
+    }
+    t.negotiated(Era::Stateless, STATELESS_VERSION);
+    Ok(Some(Handshake {
+        era: Era::Stateless,
+        protocol_version: STATELESS_VERSION.to_owned(),
+        server_info: d.meta.and_then(|m| bytes(m.server_info)),
+        capabilities: bytes(d.capabilities),
+        instructions: d.instructions,
+    }))
+}
+
+/// Whether refusing `initialize` said the connection serves 2026-07-28:
+/// -32022 (unsupported protocol version) or the era named.
+fn serves_stateless(refusal: &RpcError) -> bool {
+    refusal.code == -32022 || refusal.message.contains(STATELESS_VERSION)
 }
 
 /// Follows `nextCursor` until the last page, within the limits.
@@ -551,4 +650,188 @@ pub(crate) async fn relist<T: Transport>(
         pages,
         relisted,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A transport that answers from a script: each request takes the next
+    /// `(method, outcome)`, which must name the method sent.
+    #[derive(Default)]
+    struct Scripted {
+        script: VecDeque<(&'static str, Result<Reply, ListError>)>,
+        late: Option<Reply>,
+        sent: Vec<&'static str>,
+    }
+
+    fn ok(json: &str) -> Result<Reply, ListError> {
+        Ok(Ok(RawValue::from_string(json.to_owned()).unwrap()))
+    }
+
+    fn refused(code: i64, message: &str) -> Result<Reply, ListError> {
+        Ok(Err(RpcError {
+            code,
+            message: message.to_owned(),
+        }))
+    }
+
+    fn timed_out(stage: &'static str) -> Result<Reply, ListError> {
+        Err(ListErrorKind::Timeout {
+            stage,
+            after: Duration::from_secs(3),
+        }
+        .into())
+    }
+
+    const DISCOVERED: &str = r#"{"supportedVersions":["2026-07-28"],"capabilities":{}}"#;
+    const INITIALIZED: &str = r#"{"protocolVersion":"2025-11-25","capabilities":{}}"#;
+    const ERA: &str = "connection is serving the 2026-07-28 protocol";
+
+    impl Transport for Scripted {
+        async fn request(
+            &mut self,
+            method: &'static str,
+            _params: Value,
+            _deadline: Instant,
+        ) -> Result<Reply, ListError> {
+            self.sent.push(method);
+            let (expected, outcome) = self.script.pop_front().expect("a scripted answer");
+            assert_eq!(method, expected, "sent so far: {:?}", self.sent);
+            outcome
+        }
+        async fn notify(&mut self, _: &'static str, _: Value) -> Result<(), ListError> {
+            Ok(())
+        }
+        fn take_list_changed(&mut self) -> bool {
+            false
+        }
+        fn take_late_answer(&mut self, method: &'static str) -> Option<Reply> {
+            assert_eq!(method, "server/discover");
+            self.late.take()
+        }
+        fn negotiated(&mut self, _: Era, _: &str) {}
+        async fn ready_to_list(&mut self, _: Era, _: Instant) -> Result<(), ListError> {
+            Ok(())
+        }
+        fn hears_notifications(&self) -> bool {
+            false
+        }
+        async fn wait_list_changed(&mut self) -> Result<(), ListError> {
+            Ok(())
+        }
+    }
+
+    async fn shake(
+        script: Vec<(&'static str, Result<Reply, ListError>)>,
+        late: Option<Reply>,
+    ) -> (Result<Era, String>, Vec<&'static str>) {
+        let mut t = Scripted {
+            script: script.into(),
+            late,
+            sent: Vec::new(),
+        };
+        let result = handshake(&mut t, &Limits::default()).await;
+        assert!(t.script.is_empty(), "unused script: {:?}", t.script.len());
+        (result.map(|h| h.era).map_err(|e| e.to_string()), t.sent)
+    }
+
+    #[tokio::test]
+    async fn a_probe_answered_late_gives_the_era_when_initialize_is_refused() {
+        let late = ok(DISCOVERED).unwrap();
+        let (era, sent) = shake(
+            vec![
+                ("server/discover", timed_out("server/discover")),
+                ("initialize", refused(-32022, ERA)),
+            ],
+            Some(late),
+        )
+        .await;
+        assert_eq!(era, Ok(Era::Stateless));
+        assert_eq!(sent, ["server/discover", "initialize"]);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_naming_the_era_sends_the_probe_again() {
+        for (code, message) in [(-32022, "unsupported protocol version"), (-32600, ERA)] {
+            let (era, sent) = shake(
+                vec![
+                    ("server/discover", timed_out("server/discover")),
+                    ("initialize", refused(code, message)),
+                    ("server/discover", ok(DISCOVERED)),
+                ],
+                None,
+            )
+            .await;
+            assert_eq!(era, Ok(Era::Stateless), "{code} {message}");
+            assert_eq!(sent, ["server/discover", "initialize", "server/discover"]);
+        }
+    }
+
+    #[tokio::test]
+    async fn when_the_second_probe_fails_the_refusal_is_reported() {
+        let (era, _) = shake(
+            vec![
+                ("server/discover", timed_out("server/discover")),
+                ("initialize", refused(-32022, ERA)),
+                ("server/discover", refused(-32601, "Method not found")),
+            ],
+            None,
+        )
+        .await;
+        let error = era.unwrap_err();
+        assert!(
+            error.contains("initialize failed") && error.contains("-32022"),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_was_refused_is_never_sent_again() {
+        // The server answered: it does not speak 2026-07-28. Its refusal of
+        // `initialize` is the error.
+        let (era, sent) = shake(
+            vec![
+                ("server/discover", refused(-32601, "Method not found")),
+                (
+                    "initialize",
+                    refused(-32022, "unsupported protocol version"),
+                ),
+            ],
+            Some(ok(DISCOVERED).unwrap()),
+        )
+        .await;
+        assert!(era.is_err());
+        assert_eq!(sent, ["server/discover", "initialize"]);
+    }
+
+    #[tokio::test]
+    async fn an_accepted_initialize_is_kept_even_if_the_probe_answered_late() {
+        let (era, sent) = shake(
+            vec![
+                ("server/discover", timed_out("server/discover")),
+                ("initialize", ok(INITIALIZED)),
+            ],
+            Some(ok(DISCOVERED).unwrap()),
+        )
+        .await;
+        assert_eq!(era, Ok(Era::Session));
+        assert_eq!(sent, ["server/discover", "initialize"]);
+    }
+
+    #[test]
+    fn a_late_answer_is_kept_only_for_a_request_that_was_abandoned() {
+        let mut a = Announced::default();
+        a.answered_late(&json!(1), ok(DISCOVERED).unwrap());
+        assert!(a.take_late("server/discover").is_none(), "never abandoned");
+        a.abandon(1, "server/discover");
+        a.answered_late(&json!(2), ok(INITIALIZED).unwrap());
+        assert!(a.take_late("server/discover").is_none(), "another id");
+        a.answered_late(&json!(1), ok(DISCOVERED).unwrap());
+        assert!(matches!(a.take_late("server/discover"), Some(Ok(_))));
+        assert!(a.take_late("server/discover").is_none(), "taken once");
+    }
 }

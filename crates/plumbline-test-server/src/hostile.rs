@@ -1,8 +1,9 @@
 //! Hostile servers: raw JSON-RPC written by hand, one misbehaviour each.
 //!
-//! `initialize` is answered normally (except by `never-answers`), so each
-//! failure happens where a monitor meets it in the wild: in `tools/list`.
-//! `server/discover` and other methods get `-32601`, like a legacy server.
+//! `initialize` is answered normally (except by `never-answers` and
+//! `stateless-only`), so each failure happens where a monitor meets it in
+//! the wild: in `tools/list`. `server/discover` and other methods get
+//! `-32601`, like a legacy server (except from `stateless-only`).
 //! Large replies are generated chunk by chunk while being written and never
 //! held in memory whole.
 
@@ -54,6 +55,11 @@ pub enum Kind {
     CrashAfterInitialize,
     /// Writes 8 MiB to stderr while answering normally.
     StderrFlood,
+    /// Speaks only the 2026-07-28 era, as hand-written servers of that era
+    /// do: answers `server/discover`, refuses `initialize` with -32022
+    /// naming the era it serves, and lists the ordinary tools. (rmcp, the
+    /// well-behaved family, accepts both handshakes on one connection.)
+    StatelessOnly,
     /// Publishes its whole environment: one tool whose description is
     /// every `NAME=value` it was started with, sorted, one per line (what
     /// a server stealing secrets would do).
@@ -136,6 +142,15 @@ fn answer(kind: Kind, request: &Request) -> Option<Answer> {
     }
     let id = request.id.as_ref()?;
     let answer = match request.method.as_str() {
+        "server/discover" if kind == Kind::StatelessOnly => Answer::whole(result_message(
+            id,
+            r#"{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"stateless-only","version":"1.0.0"}}}"#,
+        )),
+        "initialize" if kind == Kind::StatelessOnly => Answer::whole(error_message(
+            id,
+            -32022,
+            "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
+        )),
         "initialize" => {
             let mut answer = Answer::whole(result_message(id, &initialize_result(kind, request)));
             if kind == Kind::CrashAfterInitialize {
@@ -258,9 +273,10 @@ fn tools_list(kind: Kind, id: &Value, cursor: Option<&Value>) -> Answer {
             }]);
             Answer::whole(page(&tools.to_string(), None))
         }
-        Kind::NeverAnswers | Kind::CrashAfterInitialize | Kind::StderrFlood => {
-            Answer::whole(page(ORDINARY_TOOLS, None))
-        }
+        Kind::NeverAnswers
+        | Kind::CrashAfterInitialize
+        | Kind::StderrFlood
+        | Kind::StatelessOnly => Answer::whole(page(ORDINARY_TOOLS, None)),
     }
 }
 
@@ -568,7 +584,7 @@ mod tests {
     }
 
     #[test]
-    fn every_kind_but_never_answers_answers_initialize() {
+    fn every_kind_but_never_answers_and_stateless_only_answers_initialize() {
         for kind in Kind::value_variants() {
             let answer = answer(
                 *kind,
@@ -579,6 +595,11 @@ mod tests {
                 continue;
             }
             let answer = answer.expect("an answer");
+            if *kind == Kind::StatelessOnly {
+                let value: Value = serde_json::from_str(&whole_text(answer)).expect("valid JSON");
+                assert_eq!(value["error"]["code"], -32022, "{value}");
+                continue;
+            }
             assert_eq!(
                 answer.then_exit.is_some(),
                 *kind == Kind::CrashAfterInitialize

@@ -68,6 +68,12 @@ struct Cli {
     #[arg(long, conflicts_with = "hostile")]
     ping_before_list_changed: bool,
 
+    /// Wait this long before reading or answering anything, as a server
+    /// that is slow to start (an interpreter importing its modules, `npx`
+    /// downloading) does. Over HTTP the port is not bound until then.
+    #[arg(long, value_name = "MS")]
+    start_delay_ms: Option<u64>,
+
     /// Misbehave in one scripted way instead of serving rmcp.
     #[arg(long, value_name = "KIND")]
     hostile: Option<hostile::Kind>,
@@ -121,7 +127,14 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let terminated = net::Terminated::install()?;
+    let mut terminated = net::Terminated::install()?;
+    if let Some(ms) = cli.start_delay_ms {
+        tracing::info!(ms, "delaying the start");
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => {}
+            () = terminated.wait() => return Ok(()),
+        }
+    }
     let http = cli
         .http
         .as_deref()

@@ -263,3 +263,65 @@ impl HttpServer {
         })
     }
 }
+
+/// A server that starts after the probe's time is up: the probe decided
+/// nothing, so each era must still be reached, at any concurrency.
+fn slow_start(args: &[&str]) -> ServerSpec {
+    let mut all = vec!["--stdio", "--start-delay-ms", "1200"];
+    all.extend_from_slice(args);
+    stdio(&all)
+}
+
+fn short_probe() -> Limits {
+    Limits {
+        discover_timeout: Duration::from_millis(300),
+        ..limits()
+    }
+}
+
+#[tokio::test]
+async fn a_slow_start_never_poisons_the_handshake_in_either_era() {
+    let cases: [(&[&str], Era); 3] = [
+        // Refuses `initialize` once it serves 2026-07-28: the late answer
+        // to the probe (or a second probe) gives the era.
+        (&["--hostile", "stateless-only"], Era::Stateless),
+        // rmcp answers the late probe and accepts `initialize` too: the
+        // handshake that succeeded is kept.
+        (&[], Era::Session),
+        // A 2025 server that is slow refuses the late probe.
+        (&["--legacy-only"], Era::Session),
+    ];
+    for concurrency in [1, 6] {
+        let runs =
+            cases
+                .iter()
+                .cycle()
+                .take(concurrency.max(cases.len()))
+                .map(|(args, era)| async move {
+                    let listing = list_tools(&slow_start(args), &short_probe())
+                        .await
+                        .unwrap_or_else(|e| panic!("{args:?} at concurrency {concurrency}: {e}"));
+                    assert_eq!(listing.era, *era, "{args:?}");
+                    assert!(!listing.tools.is_empty(), "{args:?}");
+                });
+        if concurrency == 1 {
+            for run in runs {
+                run.await;
+            }
+        } else {
+            futures_util::future::join_all(runs).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_stateless_only_server_is_listed_when_it_answers_in_time() {
+    let listing = list_tools(
+        &stdio(&["--stdio", "--hostile", "stateless-only"]),
+        &limits(),
+    )
+    .await
+    .expect("listing");
+    assert_eq!(listing.era, Era::Stateless);
+    assert_eq!(listing.protocol_version, "2026-07-28");
+}
