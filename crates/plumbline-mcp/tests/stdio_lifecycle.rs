@@ -135,3 +135,32 @@ async fn a_flood_on_stderr_does_not_block_the_server_and_only_its_end_is_kept() 
     );
     assert!(tail.len() < 2048);
 }
+
+#[tokio::test]
+async fn stray_lines_between_messages_are_skipped_and_kept() {
+    // A hand-written 2025 server that logs to stdout before every answer:
+    // the probe (id 1) is refused, initialize (2) answered, the
+    // initialized notification read, tools/list (3) answered.
+    let script = r#"
+        read line; echo 'log: probe'; echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}'
+        read line; echo 'log: initialize'; echo '{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}}}}'
+        read line; read line; echo '[otel] listing'; echo ''; echo '{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}}'
+        read line
+    "#;
+    let listing = list_tools(&sh(script), &quick()).await.expect("listing");
+    assert_eq!(listing.tools.len(), 1);
+    let skipped: Vec<String> = listing
+        .problems
+        .iter()
+        .filter_map(|p| match p {
+            plumbline_mcp::ListingProblem::SkippedOutput { excerpt } => Some(excerpt.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        skipped,
+        ["log: probe", "log: initialize", "[otel] listing"],
+        "{:?}",
+        listing.problems
+    );
+}
