@@ -337,6 +337,44 @@ fn list_changed_triggers_an_observation_without_waiting_for_the_interval() {
     assert_eq!(servers, ["legacy", "modern"]);
 }
 
+/// A server that ends the watcher's notification stream (as proxies do
+/// with long requests) is resumed after the `retry` it announced, with
+/// `Last-Event-ID`; a change made meanwhile is still observed, and
+/// /metrics counts the resumption.
+#[test]
+fn a_notification_stream_the_server_ends_is_resumed_and_counted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let phases = d.join("phases.json");
+    std::fs::write(&phases, format!("[[{CLEAN}],[{POISONED}]]")).unwrap();
+    let server = HttpServer::start(&["--phases", phases.to_str().unwrap(), "--legacy-only"]);
+    let port = free_port();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[watch]\ninterval_secs = 3600\ndebounce_secs = 0.2\nlisten = \"127.0.0.1:{port}\"\n\n[servers.legacy]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let child = spawn_watch(d);
+    eventually("the first observation", d, || {
+        observations(d, "legacy") == 1
+    });
+    server.close_streams(300);
+    server.advance();
+    // The interval is an hour: only the replayed announcement brings this.
+    eventually("the change made while the stream was down", d, || {
+        observations(d, "legacy") == 2
+    });
+    eventually("the resumption on /metrics", d, || {
+        metrics(port).contains("plumbline_stream_resumptions_total 1")
+    });
+    stop_watch(child, d);
+    let seen = server.resumptions();
+    assert!(seen["gets"][0]["last_event_id"].is_string(), "{seen}");
+}
+
 /// Processes whose working directory is `dir`.
 fn processes_in(dir: &Path) -> Vec<String> {
     let dir = dir.canonicalize().unwrap();

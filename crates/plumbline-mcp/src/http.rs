@@ -2,8 +2,9 @@
 //! stream; notifications come on a GET stream (session era) or a
 //! `subscriptions/listen` stream (stateless era), opened before listing.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -117,16 +118,46 @@ pub(crate) fn refusal(
 /// otherwise builds its own. Cheap to clone; use it within the tokio
 /// runtime it was first used in, as its pooled connections belong there.
 #[derive(Clone)]
-pub struct HttpClient(pub(crate) Client);
+pub struct HttpClient {
+    pub(crate) client: Client,
+    /// Streams resumed by the sessions opened with this client.
+    pub(crate) resumptions: Arc<AtomicU64>,
+}
 
 impl HttpClient {
     pub fn new(limits: &Limits) -> Result<HttpClient, ListError> {
-        client(limits).map(HttpClient)
+        Ok(HttpClient {
+            client: client(limits)?,
+            resumptions: Arc::default(),
+        })
+    }
+
+    /// Counts resumptions in `counter` (a watcher's metrics) from now on.
+    pub fn counting_resumptions_in(mut self, counter: Arc<AtomicU64>) -> HttpClient {
+        self.resumptions = counter;
+        self
+    }
+
+    /// How many SSE streams the sessions opened with this client resumed
+    /// after the server ended them (with `Last-Event-ID` when the server
+    /// gave event IDs, after the `retry` it asked for).
+    pub fn resumptions(&self) -> u64 {
+        self.resumptions.load(Ordering::Relaxed)
     }
 }
 
+/// How long to wait before reconnecting a stream whose server named no
+/// `retry`, and the longest wait honoured when it did.
+const DEFAULT_RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(60);
+/// Failed reconnections in a row before a notification stream is given up
+/// (the session is then reopened by its owner).
+const RESUME_ATTEMPTS: u32 = 3;
+/// Resumptions of one request's answer stream before it is given up.
+const REQUEST_RESUMPTIONS: u32 = 5;
+
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
-    let mut t = HttpTransport::new(spec, limits, client(limits)?)?;
+    let mut t = HttpTransport::new(spec, limits, &HttpClient::new(limits)?)?;
     let result = protocol::list(&mut t, limits).await;
     t.shutdown().await;
     result
@@ -160,6 +191,7 @@ pub(crate) struct HttpTransport {
     heard: Arc<Heard>,
     stream: Option<tokio::task::JoinHandle<()>>,
     max: usize,
+    resumptions: Arc<AtomicU64>,
 }
 
 fn status_error(method: &'static str, status: StatusCode, body: &[u8]) -> ListError {
@@ -204,9 +236,14 @@ pub(crate) fn timeout_error(stage: &'static str, started: Instant, deadline: Ins
 }
 
 impl HttpTransport {
-    pub(crate) fn new(spec: &HttpSpec, limits: &Limits, client: Client) -> Result<Self, ListError> {
+    pub(crate) fn new(
+        spec: &HttpSpec,
+        limits: &Limits,
+        http: &HttpClient,
+    ) -> Result<Self, ListError> {
         Ok(HttpTransport {
-            client,
+            client: http.client.clone(),
+            resumptions: Arc::clone(&http.resumptions),
             url: spec.url.clone(),
             headers: extra_headers(spec)?,
             session: None,
@@ -252,6 +289,25 @@ impl HttpTransport {
             put(PROTOCOL_VERSION, v);
         }
         headers
+    }
+
+    /// What opens (and reopens) this session's GET stream.
+    fn stream_get(&self) -> StreamGet {
+        let mut headers = self.headers.clone();
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        for (name, value) in [
+            (SESSION_ID, &self.session),
+            (PROTOCOL_VERSION, &self.version),
+        ] {
+            if let Some(v) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        }
+        StreamGet {
+            client: self.client.clone(),
+            url: self.url.clone(),
+            headers,
+        }
     }
 
     /// What answers the server's requests, for this session as it stands.
@@ -305,20 +361,7 @@ impl HttpTransport {
     /// to be unavailable), then reads it in the background.
     async fn open_stream(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
         let req = match era {
-            Era::Session => {
-                let mut req = self
-                    .client
-                    .get(&self.url)
-                    .headers(self.headers.clone())
-                    .header(ACCEPT, "text/event-stream");
-                if let Some(s) = &self.session {
-                    req = req.header(SESSION_ID, s);
-                }
-                if let Some(v) = &self.version {
-                    req = req.header(PROTOCOL_VERSION, v);
-                }
-                req
-            }
+            Era::Session => self.stream_get().request(None),
             Era::Stateless => self.post(
                 "subscriptions/listen",
                 &json!({
@@ -347,12 +390,19 @@ impl HttpTransport {
         let max = self.max;
         let (acked, ack) = oneshot::channel();
         let need_ack = era == Era::Stateless;
+        // A GET stream the server ends is resumed; a 2026-07-28
+        // subscription is one request's answer, and ends with it.
+        let resume = (era == Era::Session).then(|| Resume {
+            get: self.stream_get(),
+            resumptions: Arc::clone(&self.resumptions),
+        });
         self.stream = Some(tokio::spawn(read_notifications(
             resp,
             flag,
             self.answerer(),
             max,
             need_ack.then_some(acked),
+            resume,
         )));
         if need_ack {
             // The subscription counts from its acknowledgement.
@@ -404,29 +454,100 @@ impl Answerer {
     }
 }
 
+/// Opens a session's GET stream, resuming from an event ID if given.
+struct StreamGet {
+    client: Client,
+    url: String,
+    /// The configured headers, `Accept`, the session and the version.
+    headers: HeaderMap,
+}
+
+impl StreamGet {
+    fn request(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
+        let mut req = self.client.get(&self.url).headers(self.headers.clone());
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        req
+    }
+
+    /// The resumed stream, or `None` when the server refuses it.
+    async fn resume(&self, last_event_id: Option<&str>) -> Option<Response> {
+        let resp = timeout(Answerer::TIMEOUT, self.request(last_event_id).send())
+            .await
+            .ok()?
+            .ok()?;
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        (resp.status().is_success() && is_sse).then_some(resp)
+    }
+}
+
+/// The wait before reconnecting: what the server asked for, within bounds.
+fn retry_delay(parser: &sse::Parser) -> Duration {
+    parser.retry().unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)
+}
+
+/// How a notification stream that the server ended is taken up again.
+struct Resume {
+    get: StreamGet,
+    resumptions: Arc<AtomicU64>,
+}
+
 async fn read_notifications(
     resp: Response,
     flag: Arc<Heard>,
     answerer: Answerer,
     max: usize,
-    acked: Option<oneshot::Sender<()>>,
+    mut acked: Option<oneshot::Sender<()>>,
+    resume: Option<Resume>,
 ) {
-    read_stream(resp, &flag, &answerer, max, acked).await;
+    let mut parser = sse::Parser::new(max);
+    let mut resp = resp;
+    // A watcher holds this stream for days; servers and proxies end
+    // streams. Each end is followed, after the server's `retry`, by a GET
+    // carrying `Last-Event-ID`, from which the server replays what was
+    // sent meanwhile. A stream without event IDs cannot be replayed, so a
+    // change may have gone unheard: the resumption counts as one.
+    while read_stream(resp, &mut parser, &flag, &answerer, &mut acked).await {
+        let Some(resume) = &resume else { break };
+        let mut delay = retry_delay(&parser);
+        let mut resumed = None;
+        for _ in 0..RESUME_ATTEMPTS {
+            tokio::time::sleep(delay).await;
+            resumed = resume.get.resume(parser.last_event_id()).await;
+            if resumed.is_some() {
+                break;
+            }
+            delay = (delay * 2).clamp(DEFAULT_RETRY, MAX_RETRY);
+        }
+        let Some(next) = resumed else { break };
+        resume.resumptions.fetch_add(1, Ordering::Relaxed);
+        if parser.last_event_id().is_none() {
+            flag.list_changed();
+        }
+        parser.reconnected();
+        resp = next;
+    }
     flag.closed.store(true, Ordering::SeqCst);
     flag.wake.notify_one();
 }
 
+/// Reads a notification stream to its end: `true` when the server ended
+/// it (it may be resumed), `false` when it broke a bound.
 async fn read_stream(
     mut resp: Response,
+    parser: &mut sse::Parser,
     flag: &Heard,
     answerer: &Answerer,
-    max: usize,
-    mut acked: Option<oneshot::Sender<()>>,
-) {
-    let mut parser = sse::Parser::new(max);
+    acked: &mut Option<oneshot::Sender<()>>,
+) -> bool {
     while let Ok(Some(chunk)) = resp.chunk().await {
         let Ok(events) = parser.push(&chunk) else {
-            return;
+            return false;
         };
         for ev in events {
             if ev.data.iter().all(u8::is_ascii_whitespace) {
@@ -447,6 +568,7 @@ async fn read_stream(
             }
         }
     }
+    true
 }
 
 impl Transport for HttpTransport {
@@ -497,17 +619,50 @@ impl Transport for HttpTransport {
         if content_type.starts_with("text/event-stream") {
             let mut parser = sse::Parser::new(self.max);
             let mut resp = resp;
+            let mut resumed = 0;
             loop {
                 let chunk = timeout_at(deadline, resp.chunk())
                     .await
-                    .map_err(|_| timeout_error(method, started, deadline))?
-                    .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
-                let Some(chunk) = chunk else {
-                    return Err(ListErrorKind::Protocol {
-                        method,
-                        message: "the event stream ended without a response".to_owned(),
+                    .map_err(|_| timeout_error(method, started, deadline))?;
+                // The server may end the stream before answering (SEP-1699:
+                // it frees the connection while it works) and expects a GET
+                // with `Last-Event-ID` after its `retry`; the answer comes
+                // on that stream. A connection that broke is resumed the
+                // same way. Only a session-era stream with an event ID can
+                // be resumed.
+                let chunk = match chunk {
+                    Ok(Some(chunk)) => chunk,
+                    ended => {
+                        let resumable = self.era == Era::Session
+                            && parser.last_event_id().is_some()
+                            && resumed < REQUEST_RESUMPTIONS;
+                        if !resumable {
+                            return Err(match ended {
+                                Err(e) => ListErrorKind::Io(crate::error::describe_reqwest(&e)),
+                                Ok(_) => ListErrorKind::Protocol {
+                                    method,
+                                    message: "the event stream ended without a response".to_owned(),
+                                },
+                            }
+                            .into());
+                        }
+                        resumed += 1;
+                        let wait = retry_delay(&parser);
+                        timeout_at(deadline, tokio::time::sleep(wait))
+                            .await
+                            .map_err(|_| timeout_error(method, started, deadline))?;
+                        let get = self.stream_get();
+                        resp = timeout_at(deadline, get.resume(parser.last_event_id()))
+                            .await
+                            .map_err(|_| timeout_error(method, started, deadline))?
+                            .ok_or_else(|| ListErrorKind::Protocol {
+                                method,
+                                message: "the event stream ended without a response, and the server refused to resume it (GET with Last-Event-ID)".to_owned(),
+                            })?;
+                        self.resumptions.fetch_add(1, Ordering::Relaxed);
+                        parser.reconnected();
+                        continue;
                     }
-                    .into());
                 };
                 let events = parser
                     .push(&chunk)

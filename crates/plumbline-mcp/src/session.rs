@@ -62,17 +62,18 @@ impl Session {
         limits: &Limits,
         http: Option<&HttpClient>,
     ) -> Result<Session, ListError> {
+        // Built only for a transport that needs it.
         let client = || match http {
-            Some(h) => Ok(h.0.clone()),
-            None => HttpClient::new(limits).map(|h| h.0),
+            Some(h) => Ok(h.clone()),
+            None => HttpClient::new(limits),
         };
         let mut connection = match server {
             ServerSpec::Stdio(spec) => Connection::Stdio(StdioTransport::spawn(spec, limits)?),
             ServerSpec::Http(spec) => {
-                Connection::Http(HttpTransport::new(spec, limits, client()?)?)
+                Connection::Http(HttpTransport::new(spec, limits, &client()?)?)
             }
             ServerSpec::Sse(spec) => {
-                Connection::Sse(SseTransport::connect(spec, limits, client()?).await?)
+                Connection::Sse(SseTransport::connect(spec, limits, client()?.client).await?)
             }
         };
         let handshake = with_transport!(&mut connection, t => protocol::connect(t, limits).await);

@@ -1,5 +1,8 @@
 //! A bounded Server-Sent Events parser (the subset MCP uses: `event`,
-//! `data`, `id`; comments and `retry` are ignored).
+//! `data`, and for resuming a stream, `id` and `retry`; comments are
+//! ignored).
+
+use std::time::Duration;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +19,11 @@ pub(crate) struct Parser {
     data: Vec<u8>,
     has_data: bool,
     max: usize,
+    /// The last event ID buffer: the latest `id` field, kept across events
+    /// (and across reconnections, by the caller).
+    last_event_id: Option<String>,
+    /// The latest `retry` field: how long to wait before reconnecting.
+    retry: Option<Duration>,
 }
 
 impl Parser {
@@ -26,7 +34,29 @@ impl Parser {
             data: Vec::new(),
             has_data: false,
             max,
+            last_event_id: None,
+            retry: None,
         }
+    }
+
+    /// The ID to send as `Last-Event-ID` when reconnecting, if the server
+    /// gave one.
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.last_event_id.as_deref()
+    }
+
+    /// A new connection continues the stream: a partial event or line of
+    /// the old one is dropped; the last event ID and `retry` stay.
+    pub fn reconnected(&mut self) {
+        self.pending.clear();
+        self.event.clear();
+        self.data.clear();
+        self.has_data = false;
+    }
+
+    /// The reconnection time the server asked for, if it did.
+    pub fn retry(&self) -> Option<Duration> {
+        self.retry
     }
 
     /// Adds `chunk` and returns the events it completed; `Err(max)` when an
@@ -66,6 +96,27 @@ impl Parser {
             };
             match field {
                 b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+                // An ID with U+0000 is ignored (the SSE specification); one
+                // no header can carry is of no use either.
+                b"id" => {
+                    if let Ok(id) = std::str::from_utf8(value) {
+                        if !id.contains('\0') && reqwest::header::HeaderValue::from_str(id).is_ok()
+                        {
+                            self.last_event_id = Some(id.to_owned()).filter(|i| !i.is_empty());
+                        }
+                    }
+                }
+                // Only ASCII digits: milliseconds.
+                b"retry" => {
+                    if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+                        if let Some(ms) = std::str::from_utf8(value)
+                            .ok()
+                            .and_then(|v| v.parse::<u64>().ok())
+                        {
+                            self.retry = Some(Duration::from_millis(ms));
+                        }
+                    }
+                }
                 b"data" => {
                     if self.has_data {
                         self.data.push(b'\n');
@@ -122,5 +173,26 @@ mod tests {
         assert_eq!(p.push(b"data: 0123456789\n"), Err(8));
         let mut p = Parser::new(8);
         assert_eq!(p.push(b"no newline for a long time"), Err(8));
+    }
+
+    #[test]
+    fn the_last_event_id_and_retry_are_kept_across_events() {
+        let mut p = Parser::new(1024);
+        assert_eq!(p.last_event_id(), None);
+        assert_eq!(p.retry(), None);
+        p.push(b"id: 0\nretry: 500\ndata: \n\n").unwrap();
+        assert_eq!(p.last_event_id(), Some("0"));
+        assert_eq!(p.retry(), Some(Duration::from_millis(500)));
+        // An event without an id keeps the buffer; bad values are ignored.
+        p.push(b"data: {}\n\nretry: 5s\nid: a\0b\ndata: x\n\n")
+            .unwrap();
+        assert_eq!(p.last_event_id(), Some("0"));
+        assert_eq!(p.retry(), Some(Duration::from_millis(500)));
+        p.push(b"id: event-7\nretry: 0\ndata: x\n\n").unwrap();
+        assert_eq!(p.last_event_id(), Some("event-7"));
+        assert_eq!(p.retry(), Some(Duration::ZERO));
+        // An empty id resets the buffer.
+        p.push(b"id\ndata: x\n\n").unwrap();
+        assert_eq!(p.last_event_id(), None);
     }
 }

@@ -393,7 +393,87 @@ async fn splice_lines(
     }
 }
 
-/// Serves Streamable HTTP at `/mcp` and `POST /control/advance` until
+/// The GET requests that resumed a stream, for the tests to check.
+#[derive(Default)]
+struct Resumes {
+    inner: Mutex<ResumesInner>,
+}
+
+#[derive(Default)]
+struct ResumesInner {
+    /// When the streams were last closed.
+    closed_at: Option<std::time::Instant>,
+    /// Each resuming GET: its `Last-Event-ID` (if any) and how long after
+    /// the close it came.
+    seen: Vec<(Option<String>, Option<Duration>)>,
+}
+
+impl Resumes {
+    fn report(&self) -> serde_json::Value {
+        let inner = self.inner.lock().expect("resumes lock");
+        let seen: Vec<_> = inner
+            .seen
+            .iter()
+            .map(|(id, after)| {
+                serde_json::json!({
+                    "last_event_id": id,
+                    "ms_after_close": after.map(|d| d.as_millis() as u64),
+                })
+            })
+            .collect();
+        serde_json::json!({ "gets": seen })
+    }
+}
+
+/// `POST /control/close-streams/N`: every session's GET stream is ended by
+/// the server, announcing `retry: N` (ms) first, as a server behind a proxy
+/// that cuts long requests does. The session and rmcp's cache of its events
+/// stay, so a client that reconnects with `Last-Event-ID` is sent what it
+/// missed.
+async fn close_streams(
+    sessions: Arc<LocalSessionManager>,
+    resumes: Arc<Resumes>,
+    retry_ms: u64,
+) -> Json<serde_json::Value> {
+    let retry = Duration::from_millis(retry_ms);
+    let handles: Vec<_> = sessions.sessions.read().await.values().cloned().collect();
+    let mut closed = 0;
+    for handle in handles {
+        if handle
+            .close_standalone_sse_stream(Some(retry))
+            .await
+            .is_ok()
+        {
+            closed += 1;
+        }
+    }
+    resumes.inner.lock().expect("resumes lock").closed_at = Some(std::time::Instant::now());
+    tracing::info!(closed, "closed the GET streams");
+    Json(serde_json::json!({ "closed": closed }))
+}
+
+/// Notes every GET on `/mcp` that comes after a close (the resumptions).
+async fn note_resumption(
+    axum::extract::State(resumes): axum::extract::State<Arc<Resumes>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() == axum::http::Method::GET && request.uri().path() == "/mcp" {
+        let mut inner = resumes.inner.lock().expect("resumes lock");
+        if let Some(closed_at) = inner.closed_at {
+            let id = request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            inner.seen.push((id, Some(closed_at.elapsed())));
+        }
+    }
+    next.run(request).await
+}
+
+/// Serves Streamable HTTP at `/mcp`, `POST /control/advance`,
+/// `POST /control/close-streams/N` and `GET /control/resumptions` until
 /// SIGTERM or SIGINT.
 async fn serve_http(
     shared: Arc<Shared>,
@@ -407,27 +487,46 @@ async fn serve_http(
         .with_legacy_session_mode(!stateless)
         .with_json_response(stateless)
         .with_cancellation_token(shutdown.child_token());
+    let sessions = Arc::new(LocalSessionManager::default());
     let service = StreamableHttpService::new(
         {
             let shared = shared.clone();
             move || Ok(Server(shared.clone()))
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions.clone(),
         config,
     );
     let phases = shared.phases.clone();
     let closing = shared.closing.clone();
+    let resumes = Arc::new(Resumes::default());
     let router = Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::map_response(move |response| {
             splice::splice_response(phases.clone(), response)
         }))
+        .layer(axum::middleware::from_fn_with_state(
+            resumes.clone(),
+            note_resumption,
+        ))
         .route(
             "/control/advance",
             post(move || async move {
                 let phase = shared.advance("POST /control/advance");
                 Json(serde_json::json!({ "phase": phase }))
             }),
+        )
+        .route(
+            "/control/close-streams/{retry_ms}",
+            post({
+                let resumes = resumes.clone();
+                move |retry_ms: axum::extract::Path<u64>| {
+                    close_streams(sessions.clone(), resumes.clone(), retry_ms.0)
+                }
+            }),
+        )
+        .route(
+            "/control/resumptions",
+            axum::routing::get(move || async move { Json(resumes.report()) }),
         );
     let server = tokio::spawn(
         axum::serve(listener, router)

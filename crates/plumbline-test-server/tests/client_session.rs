@@ -175,3 +175,61 @@ async fn a_server_that_goes_away_ends_the_wait_with_an_error() {
     let e = waited.expect_err("an exited server is no change");
     assert!(e.to_string().contains("list_changed"), "{e}");
 }
+
+/// A watcher holds its GET stream for days, and servers (or the proxies
+/// before them) end streams. The stream is resumed after the `retry` the
+/// server announced, with `Last-Event-ID`, and the server replays what it
+/// sent meanwhile: a change made while the stream was down is heard.
+#[tokio::test]
+async fn a_get_stream_the_server_ends_is_resumed_and_a_change_meanwhile_is_heard() {
+    let file = phases("session-http-resume.json");
+    let server = HttpServer::spawn(&["--phases", file.as_str(), "--legacy-only"]).await;
+    let spec = ServerSpec::Http(HttpSpec {
+        url: server.url.clone(),
+        headers: Vec::new(),
+    });
+    let http = plumbline_mcp::HttpClient::new(&limits()).expect("client");
+    let mut session = Session::open_with(&spec, &limits(), &http)
+        .await
+        .expect("open");
+    let first = session.list().await.expect("first listing");
+    assert_eq!(first.era, Era::Session);
+    assert!(session.hears_list_changed());
+    let control = |path: &str| {
+        server
+            .client
+            .post(format!("{}/control/{path}", server.base))
+            .send()
+    };
+    // The server ends the stream, announcing `retry: 700`, then changes
+    // its tools at once: the announcement goes nowhere but the server's
+    // cache of the stream's events.
+    let closed = control("close-streams/700").await.expect("close");
+    let closed: serde_json::Value = closed.json().await.expect("JSON");
+    assert_eq!(closed["closed"], 1, "{closed}");
+    control("advance").await.expect("advance");
+    tokio::time::timeout(STEP, session.list_changed())
+        .await
+        .expect("list_changed within the step timeout")
+        .expect("the session is still open");
+    let second = session.list().await.expect("second listing");
+    assert!(description(&second).contains("<IMPORTANT>"), "{second:?}");
+    assert_eq!(http.resumptions(), 1);
+    let report: serde_json::Value = server
+        .client
+        .get(format!("{}/control/resumptions", server.base))
+        .send()
+        .await
+        .expect("report")
+        .json()
+        .await
+        .expect("JSON");
+    let gets = report["gets"].as_array().expect("gets");
+    assert_eq!(gets.len(), 1, "{report}");
+    assert!(gets[0]["last_event_id"].is_string(), "{report}");
+    // Not before the announced delay (less the time the close took to
+    // be noted on the server).
+    let after = gets[0]["ms_after_close"].as_u64().expect("ms");
+    assert!(after >= 600, "resumed {after} ms after the close: {report}");
+    session.close().await;
+}

@@ -24,6 +24,9 @@ pub struct Metrics {
     duration_count: AtomicU64,
     duration_sum_ms: AtomicU64,
     sessions_open: AtomicU64,
+    /// Streams resumed after their server ended them, counted by the MCP
+    /// client ([`plumbline_mcp::HttpClient::counting_resumptions_in`]).
+    stream_resumptions: std::sync::Arc<AtomicU64>,
     alerts_abandoned: AtomicU64,
     outbox_pending: AtomicU64,
     outbox_failed: AtomicU64,
@@ -66,6 +69,11 @@ impl Metrics {
     /// An observation whose drift's worst severity is `s`.
     pub fn record_drift(&self, s: Severity) {
         self.drift[s.rank() as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counter the HTTP client adds each stream resumption to.
+    pub fn stream_resumptions(&self) -> std::sync::Arc<AtomicU64> {
+        std::sync::Arc::clone(&self.stream_resumptions)
     }
 
     /// A session kept open to hear `list_changed`, until the guard drops.
@@ -175,6 +183,13 @@ impl Metrics {
             "gauge",
             "Sessions kept open to hear tools/list_changed.",
             &[(String::new(), get(&self.sessions_open))],
+        );
+        family(
+            &mut s,
+            "plumbline_stream_resumptions_total",
+            "counter",
+            "SSE streams resumed (after the server's retry, with Last-Event-ID) when a server ended them.",
+            &[(String::new(), get(&self.stream_resumptions))],
         );
         let name = "plumbline_observation_duration_seconds";
         let count = get(&self.duration_count);

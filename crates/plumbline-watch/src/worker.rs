@@ -48,7 +48,9 @@ impl WorkerContext {
     ) -> Result<WorkerContext> {
         let limits = config.limits.limits()?;
         Ok(WorkerContext {
-            http: HttpClient::new(&limits).context("building the HTTP client")?,
+            http: HttpClient::new(&limits)
+                .context("building the HTTP client")?
+                .counting_resumptions_in(metrics.stream_resumptions()),
             limits,
             gate: Semaphore::new(config.watch.concurrency.unwrap_or(16).max(1)),
             tx,

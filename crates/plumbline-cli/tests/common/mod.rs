@@ -72,9 +72,24 @@ impl HttpServer {
 
     /// Moves the server to its next phase; it announces `list_changed`.
     pub fn advance(&self) {
-        let url = self.url.replace("/mcp", "/control/advance");
-        let (status, body) = http("POST", &url).expect("the test server answers");
+        self.control("POST", "advance");
+    }
+
+    /// Ends every session's GET stream, announcing `retry: ms`.
+    pub fn close_streams(&self, retry_ms: u64) {
+        self.control("POST", &format!("close-streams/{retry_ms}"));
+    }
+
+    /// The stream resumptions the server saw.
+    pub fn resumptions(&self) -> serde_json::Value {
+        serde_json::from_str(&self.control("GET", "resumptions")).expect("JSON")
+    }
+
+    fn control(&self, method: &str, path: &str) -> String {
+        let url = self.url.replace("/mcp", &format!("/control/{path}"));
+        let (status, body) = http(method, &url).expect("the test server answers");
         assert!((200..300).contains(&status), "{status} {body}");
+        body
     }
 }
 
