@@ -107,14 +107,12 @@ impl Parser {
                     }
                 }
                 // Only ASCII digits: milliseconds.
-                b"retry" => {
-                    if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                        if let Some(ms) = std::str::from_utf8(value)
-                            .ok()
-                            .and_then(|v| v.parse::<u64>().ok())
-                        {
-                            self.retry = Some(Duration::from_millis(ms));
-                        }
+                b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                    if let Some(ms) = std::str::from_utf8(value)
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok())
+                    {
+                        self.retry = Some(Duration::from_millis(ms));
                     }
                 }
                 b"data" => {
