@@ -597,6 +597,25 @@ pub(crate) async fn connect<T: Transport>(
     Ok(hs)
 }
 
+/// Calls tool `name` with `arguments`; the result as the server sent it.
+pub(crate) async fn call_tool<T: Transport>(
+    t: &mut T,
+    hs: &Handshake,
+    name: &str,
+    arguments: Value,
+    limits: &Limits,
+) -> Result<Box<RawValue>, ListError> {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if hs.era == Era::Stateless {
+        params["_meta"] = stateless_meta();
+    }
+    let deadline = Instant::now() + limits.list_timeout;
+    answered(
+        "tools/call",
+        t.request("tools/call", params, deadline).await?,
+    )
+}
+
 impl Handshake {
     /// Whether the server said it announces changes to its tool list.
     pub(crate) fn announces_list_changed(&self) -> bool {

@@ -93,6 +93,20 @@ impl Session {
         with_transport!(&mut self.connection, t => protocol::relist(t, hs, limits).await)
     }
 
+    /// Calls tool `name` with `arguments` and returns the result as sent,
+    /// within the listing timeout. Plumbline observes and never calls a
+    /// tool itself; this serves the MCP conformance suite's client
+    /// scenarios, which check how a client takes up a call's answer stream
+    /// that the server ended (`Last-Event-ID`, `retry`).
+    pub async fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: serde_json::Value,
+    ) -> Result<Box<serde_json::value::RawValue>, ListError> {
+        let (hs, limits) = (&self.handshake, &self.limits);
+        with_transport!(&mut self.connection, t => protocol::call_tool(t, hs, name, arguments, limits).await)
+    }
+
     /// Whether waiting for a change makes sense: the server declared
     /// `tools.listChanged` and the connection can carry the notification
     /// between requests (a Streamable HTTP server may offer no stream).
