@@ -90,6 +90,7 @@ fn server(phase: u8) -> Result<(String, ServerConfig)> {
             env: [("PLUMBLINE_DEMO_PHASE".to_owned(), phase.to_string())].into(),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         },
     ))
 }

@@ -202,6 +202,15 @@ pub fn observe_reports(
                 r.tools, r.observation
             )?,
         }
+        for n in &r.normalized {
+            writeln!(
+                out,
+                "  normalised: {} {} (rule {})",
+                for_terminal(&n.tool, false),
+                for_terminal(&n.pointer, false),
+                for_terminal(&n.rule, false)
+            )?;
+        }
         for p in &r.problems {
             let at = p.position.map(|i| format!(" at {i}")).unwrap_or_default();
             let tool = p

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{plumbline, test_server, text};
+use common::{http, plumbline, test_server, text, Dashboard};
 use serde_json::Value;
 
 /// A registry with the demo server at `phase` and, optionally, a server
@@ -662,4 +662,95 @@ fn stray_lines_on_stdout_are_skipped_and_kept_as_problems() {
         .expect("problems")
         .clone();
     assert_eq!(problems.len(), 2, "{v}");
+}
+
+/// A server that writes its working directory into a description (as
+/// figma-developer-mcp does) observed from two directories: a change
+/// without a rule, none under `token = "cwd"`; the stored raw bytes stay
+/// the server's, and the report names what was rewritten and by which
+/// rule.
+#[test]
+fn a_normalisation_rule_keeps_the_working_directory_from_reading_as_drift() {
+    let server = test_server();
+    let run = |rules: &str| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let d = dir.path();
+        let mut outputs = Vec::new();
+        for place in ["site-a", "site-b"] {
+            let cwd = d.join(place);
+            std::fs::create_dir_all(&cwd).unwrap();
+            let tool = serde_json::json!({
+                "name": "get_figma_data",
+                "description": format!("Writes the files it fetches under {}.", cwd.display()),
+                "inputSchema": {"type": "object"},
+            });
+            std::fs::write(d.join("phases.json"), format!("[[{tool}]]")).unwrap();
+            std::fs::write(
+                d.join("plumbline.toml"),
+                format!(
+                    "[servers.figma]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--phases\", {:?}]\ncwd = {cwd:?}\n{rules}",
+                    d.join("phases.json")
+                ),
+            )
+            .unwrap();
+            let o = plumbline(d, &["observe", "--store", "p.db"]);
+            assert!(o.status.code().is_some_and(|c| c <= 1), "{}", text(&o));
+            outputs.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        }
+        let raw = plumbline(
+            d,
+            &[
+                "show",
+                "figma",
+                "get_figma_data",
+                "--raw",
+                "--store",
+                "p.db",
+            ],
+        );
+        let raw = String::from_utf8_lossy(&raw.stdout).into_owned();
+        assert!(
+            raw.contains(&format!("{}", d.join("site-b").display())),
+            "the raw bytes stored are the server's: {raw}"
+        );
+        // Once more from site-b, as JSON.
+        let json = plumbline(d, &["observe", "--store", "p.db", "--format", "json"]);
+        // The dashboard's page of that observation.
+        let dashboard = Dashboard::start(d);
+        let (status, page) = http(
+            "GET",
+            &format!("{}servers/figma/observations/3", dashboard.url),
+        )
+        .expect("the dashboard answers");
+        assert_eq!(status, 200, "{page}");
+        outputs.push(page);
+        (
+            outputs,
+            serde_json::from_slice::<Value>(&json.stdout).expect("observe JSON"),
+        )
+    };
+
+    let (without, _) = run("");
+    assert!(without[1].contains("1 changed"), "{}", without[1]);
+
+    let (with, json) = run(
+        "\n[servers.figma.normalize.workdir]\ntoken = \"cwd\"\npointers = [\"/description\"]\n",
+    );
+    assert!(with[1].contains("no change"), "{}", with[1]);
+    assert!(
+        with[2].contains("Normalised before comparing") && with[2].contains("workdir"),
+        "{}",
+        with[2]
+    );
+    assert!(!without[2].contains("Normalised before comparing"));
+    assert_eq!(
+        json["servers"][0]["normalized"],
+        serde_json::json!([{"tool": "get_figma_data", "pointer": "/description", "rule": "workdir"}]),
+        "{json}"
+    );
+    assert!(
+        with[1].contains("normalised: get_figma_data /description (rule workdir)"),
+        "{}",
+        with[1]
+    );
 }

@@ -30,6 +30,9 @@ use plumbline_mcp::{HttpSpec, ServerSpec, StdioSpec};
 use plumbline_taxonomy::{Severity, Taxonomy};
 use serde::{Deserialize, Serialize};
 
+pub mod normalize;
+pub use normalize::{NormalizeRule, Normalizer};
+
 /// The file as written.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -234,16 +237,23 @@ pub enum ServerConfig {
         /// Plumbline's environment reaches a server.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         inherit_env: Vec<String>,
+        /// Rewrites before comparing ([`normalize`]).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        normalize: BTreeMap<String, NormalizeRule>,
     },
     Http {
         url: String,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        normalize: BTreeMap<String, NormalizeRule>,
     },
     Sse {
         url: String,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        normalize: BTreeMap<String, NormalizeRule>,
     },
 }
 
@@ -266,6 +276,8 @@ impl Config {
                 check_inherit_env(inherit_env)
                     .with_context(|| format!("{}: servers.{name}.inherit_env", path.display()))?;
             }
+            normalize::check_rules(server.normalize_rules())
+                .with_context(|| format!("{}: servers.{name}", path.display()))?;
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, alert) in config.alerts.iter().enumerate() {
@@ -551,6 +563,28 @@ fn env_lookup(name: &str) -> Option<String> {
 }
 
 impl ServerConfig {
+    /// The rules that rewrite this server's tools before comparing.
+    pub fn normalize_rules(&self) -> &BTreeMap<String, NormalizeRule> {
+        match self {
+            ServerConfig::Stdio { normalize, .. }
+            | ServerConfig::Http { normalize, .. }
+            | ServerConfig::Sse { normalize, .. } => normalize,
+        }
+    }
+
+    /// The rules ready to apply where Plumbline runs now (its `$HOME`, its
+    /// user, the server's working directory); `None` without rules.
+    pub fn normalizer(&self) -> Result<Option<Normalizer>> {
+        let cwd = match self {
+            ServerConfig::Stdio { cwd, .. } => cwd.as_ref(),
+            _ => None,
+        };
+        Normalizer::new(
+            self.normalize_rules(),
+            normalize::Environment::of_process(cwd),
+        )
+    }
+
     /// What the store records about the server: no secret values.
     pub fn identity(&self) -> serde_json::Value {
         match self {
@@ -560,6 +594,7 @@ impl ServerConfig {
                 cwd,
                 env,
                 inherit_env,
+                ..
             } => {
                 // Literal secrets in arguments never reach the store, the
                 // lock or a page; `${NAME}` references are kept.
@@ -577,12 +612,12 @@ impl ServerConfig {
                 }
                 id
             }
-            ServerConfig::Http { url, headers } => serde_json::json!({
+            ServerConfig::Http { url, headers, .. } => serde_json::json!({
                 "transport": "http",
                 "url": plumbline_base::redact::redact_url(url),
                 "headers": headers.keys().collect::<Vec<_>>(),
             }),
-            ServerConfig::Sse { url, headers } => serde_json::json!({
+            ServerConfig::Sse { url, headers, .. } => serde_json::json!({
                 "transport": "sse",
                 "url": plumbline_base::redact::redact_url(url),
                 "headers": headers.keys().collect::<Vec<_>>(),
@@ -630,6 +665,7 @@ impl ServerConfig {
                 env,
                 cwd,
                 inherit_env,
+                ..
             } => ServerSpec::Stdio(StdioSpec {
                 command: command.clone(),
                 args: args
@@ -643,7 +679,7 @@ impl ServerConfig {
                 inherit_env: inherit_env.clone(),
                 cwd: cwd.clone(),
             }),
-            ServerConfig::Http { url, headers } | ServerConfig::Sse { url, headers } => {
+            ServerConfig::Http { url, headers, .. } | ServerConfig::Sse { url, headers, .. } => {
                 let http = HttpSpec {
                     url: expand_known(url, lookup, &mut known).context("url")?,
                     headers: pairs(headers, "header", &mut known)?,
@@ -746,6 +782,30 @@ mod tests {
         let path = dir.path().join("plumbline.toml");
         std::fs::write(&path, text).unwrap();
         Config::load(&path)
+    }
+
+    #[test]
+    fn normalisation_rules_are_checked_at_load_naming_the_server_and_rule() {
+        let e = load(
+            "[servers.figma]\ntransport = \"stdio\"\ncommand = \"figma\"\n[servers.figma.normalize.greeting]\nregex = \"Hello, (\"\n",
+        )
+        .unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("servers.figma") && e.contains("normalize.greeting") && e.contains("regex"),
+            "{e}"
+        );
+        let c = load(
+            "[servers.figma]\ntransport = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n[servers.figma.normalize.user]\ntoken = \"user\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.servers["figma"].normalize_rules().len(), 1);
+        // The rules are how tools are compared, not how the server is
+        // reached: its identity does not change.
+        assert!(!c.servers["figma"]
+            .identity()
+            .to_string()
+            .contains("normalize"));
     }
 
     #[test]

@@ -48,6 +48,7 @@ fn raw(text: &str) -> RawTool {
     RawTool {
         name,
         raw: text.as_bytes().to_vec(),
+        normalized: None,
     }
 }
 

@@ -3,7 +3,7 @@
 //! summary kept in the store for every reader.
 
 use plumbline_drift::{drift_among, Change, Drift, Tool, ToolDrift};
-use plumbline_store::{NewObservation, ObservationId, Problem, Store};
+use plumbline_store::{NewObservation, NormalizedValue, ObservationId, Problem, Store};
 use plumbline_taxonomy::json::{parse_tool, Value};
 use plumbline_taxonomy::Classification;
 
@@ -30,6 +30,9 @@ pub struct Recorded {
     /// Problems recorded with the observation (malformed tools, duplicate
     /// names, tools without a name, …).
     pub problems: Vec<Problem>,
+    /// Strings the server's normalisation rules rewrote before comparing:
+    /// `(tool, what and by which rule)`.
+    pub normalized: Vec<(String, NormalizedValue)>,
     /// The observation drift is measured against: the server's previous
     /// successful one (none for a first or failed observation).
     pub previous: Option<ObservationId>,
@@ -81,12 +84,22 @@ fn unchanged(observation: &NewObservation) -> Drift {
 }
 
 /// The named, well-formed tools of a listing about to be recorded, parsed
-/// once for the drift.
+/// once for the drift: as rewritten by normalisation rules, where they
+/// applied.
 fn parsed(observation: &NewObservation) -> Vec<(String, Value)> {
     observation
         .tools
         .iter()
-        .filter_map(|t| Some((t.name.clone()?, parse_tool(&t.raw).ok()?)))
+        .filter_map(|t| {
+            // A tool the store keeps as malformed is not compared, whatever
+            // its rewrite.
+            let raw = parse_tool(&t.raw).ok()?;
+            let compared = match &t.normalized {
+                Some(n) => parse_tool(&n.raw).ok()?,
+                None => raw,
+            };
+            Some((t.name.clone()?, compared))
+        })
         .collect()
 }
 
@@ -151,6 +164,12 @@ pub fn record(
             },
             tools: n.tools.len(),
             problems,
+            normalized: n
+                .tools
+                .iter()
+                .filter_map(|t| Some((t.name.as_deref()?, t.normalized.as_ref()?)))
+                .flat_map(|(name, n)| n.by.iter().map(move |v| (name.to_owned(), v.clone())))
+                .collect(),
             previous: None,
             drift: None,
             started_at_ms: n.started_at_ms,

@@ -66,6 +66,7 @@ fn a_tool_without_a_name_is_a_recorded_problem() {
     tools.push(RawTool {
         name: None,
         raw: br#"{"description":"A tool with no name."}"#.to_vec(),
+        normalized: None,
     });
     let mut observed = support::observed("docs", 1, tools);
     observed

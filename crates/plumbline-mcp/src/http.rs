@@ -150,9 +150,6 @@ impl HttpClient {
 /// `retry`, and the longest wait honoured when it did.
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(60);
-/// Failed reconnections in a row before a notification stream is given up
-/// (the session is then reopened by its owner).
-const RESUME_ATTEMPTS: u32 = 3;
 /// Resumptions of one request's answer stream before it is given up.
 const REQUEST_RESUMPTIONS: u32 = 5;
 
@@ -512,19 +509,18 @@ async fn read_notifications(
     // carrying `Last-Event-ID`, from which the server replays what was
     // sent meanwhile. A stream without event IDs cannot be replayed, so a
     // change may have gone unheard: the resumption counts as one.
+    //
+    // One attempt per end: a server that refuses it (gone, restarted, or
+    // no longer knowing the session) ends the stream for good, and the
+    // session's owner reconnects with its own backoff and says so. A
+    // stream that is resumed and ends again is resumed again, never
+    // sooner than the server's `retry` (1 s without one).
     while read_stream(resp, &mut parser, &flag, &answerer, &mut acked).await {
         let Some(resume) = &resume else { break };
-        let mut delay = retry_delay(&parser);
-        let mut resumed = None;
-        for _ in 0..RESUME_ATTEMPTS {
-            tokio::time::sleep(delay).await;
-            resumed = resume.get.resume(parser.last_event_id()).await;
-            if resumed.is_some() {
-                break;
-            }
-            delay = (delay * 2).clamp(DEFAULT_RETRY, MAX_RETRY);
-        }
-        let Some(next) = resumed else { break };
+        tokio::time::sleep(retry_delay(&parser)).await;
+        let Some(next) = resume.get.resume(parser.last_event_id()).await else {
+            break;
+        };
         resume.resumptions.fetch_add(1, Ordering::Relaxed);
         if parser.last_event_id().is_none() {
             flag.list_changed();

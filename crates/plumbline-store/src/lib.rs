@@ -63,6 +63,7 @@
 //!     tools: vec![RawTool {
 //!         name: Some("add".into()),
 //!         raw: br#"{ "name": "add", "description": "Adds." }"#.to_vec(),
+//!         normalized: None,
 //!     }],
 //!     problems: vec![],
 //! })?;
@@ -90,8 +91,9 @@ pub use digest::{digest, Digest, DigestParseError};
 pub use error::StoreError;
 pub use model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
-    NewReview, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
-    ProblemKind, RawTool, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
+    NewReview, Normalized, NormalizedTool, NormalizedValue, Observation, ObservationId,
+    ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review, ReviewStatus,
+    Server, ToolEntry, ToolHistoryEntry,
 };
 pub use sqlite::SqliteStore;
 

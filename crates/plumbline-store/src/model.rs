@@ -78,6 +78,36 @@ pub struct RawTool {
     pub name: Option<String>,
     /// The bytes of the tool's JSON value, byte for byte as received.
     pub raw: Vec<u8>,
+    /// The tool as compared, when the server's normalisation rules changed
+    /// some of its text: everything that compares versions (drift,
+    /// timelines, baselines) uses it; `raw` stays what was sent.
+    pub normalized: Option<NormalizedTool>,
+}
+
+/// A tool rewritten by its server's normalisation rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NormalizedTool {
+    /// The rewritten tool's JSON.
+    pub raw: Vec<u8>,
+    /// Each string rewritten, and by which rule.
+    pub by: Vec<NormalizedValue>,
+}
+
+/// One string a normalisation rule rewrote.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct NormalizedValue {
+    /// The RFC 6901 pointer of the string within the tool.
+    pub pointer: String,
+    /// The rule's name in `plumbline.toml`.
+    pub rule: String,
+}
+
+/// How a stored tool entry was normalised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Normalized {
+    /// SHA-256 of the rewritten tool's bytes: [`crate::Store::raw_tool`].
+    pub raw_digest: Digest,
+    pub by: Vec<NormalizedValue>,
 }
 
 /// What kind of problem an observation had.
@@ -161,8 +191,11 @@ pub struct ToolEntry {
     /// SHA-256 of the raw bytes as received: [`crate::Store::raw_tool`].
     pub raw_digest: Digest,
     /// SHA-256 of the RFC 8785 canonical form, the tool version's identity:
-    /// [`crate::Store::tool_version`]. `None` for a malformed tool.
+    /// [`crate::Store::tool_version`]; of the normalised tool's when the
+    /// entry was normalised. `None` for a malformed tool.
     pub canonical_digest: Option<Digest>,
+    /// The tool as compared, when normalisation rules rewrote it.
+    pub normalized: Option<Normalized>,
 }
 
 /// An observation without its tools: one line of a timeline.

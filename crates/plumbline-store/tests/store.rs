@@ -5,8 +5,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use plumbline_store::{
-    canonicalize, digest, NewObservation, ObservationId, Outcome, Problem, ProblemKind, RawTool,
-    SqliteStore, Store, StoreError,
+    canonicalize, digest, NewObservation, NormalizedTool, NormalizedValue, ObservationId, Outcome,
+    Problem, ProblemKind, RawTool, SqliteStore, Store, StoreError,
 };
 use support::{failed_observation, fifty_tools, ok_observation, tool_name};
 
@@ -26,6 +26,7 @@ fn raw(text: &str) -> RawTool {
     RawTool {
         name: tool_name(text.as_bytes()),
         raw: text.as_bytes().to_vec(),
+        normalized: None,
     }
 }
 
@@ -240,10 +241,12 @@ fn malformed_tools_and_duplicate_names_are_recorded_as_problems_and_kept_raw() {
         RawTool {
             name: None,
             raw: not_object.as_bytes().to_vec(),
+            normalized: None,
         },
         RawTool {
             name: Some("broken".into()),
             raw: invalid.as_bytes().to_vec(),
+            normalized: None,
         },
         raw(r#"{"name":"search","description":"the second one"}"#),
     ];
@@ -954,4 +957,48 @@ mod reviews_and_baselines {
             .iter()
             .all(|r| r.observation != second));
     }
+}
+
+/// Two listings that differ only in text a normalisation rule rewrites:
+/// the raw bytes of each are kept, and the tool's version (timeline,
+/// baseline) is the rewritten tool's, so the tool has one version.
+#[test]
+fn normalised_tools_keep_their_raw_bytes_and_are_versioned_as_rewritten() {
+    let (_dir, _path, mut store) = new_store();
+    let normalized = |place: &str| RawTool {
+        name: Some("figma".into()),
+        raw: format!(r#"{{"name":"figma","description":"Writes under /home/{place}."}}"#)
+            .into_bytes(),
+        normalized: Some(NormalizedTool {
+            raw: br#"{"name":"figma","description":"Writes under {cwd}."}"#.to_vec(),
+            by: vec![NormalizedValue {
+                pointer: "/description".into(),
+                rule: "workdir".into(),
+            }],
+        }),
+    };
+    let a = store
+        .record_observation(&ok_observation("docs", 1, vec![normalized("a")]))
+        .expect("first");
+    let b = store
+        .record_observation(&ok_observation("docs", 2, vec![normalized("b")]))
+        .expect("second");
+    let (a, b) = (
+        store.observation(a).unwrap().unwrap(),
+        store.observation(b).unwrap().unwrap(),
+    );
+    // Each listing's own bytes, as sent.
+    assert_ne!(a.tools[0].raw_digest, b.tools[0].raw_digest);
+    let raw_b = store.raw_tool(&b.tools[0].raw_digest).unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&raw_b).contains("/home/b"));
+    // One version: the rewritten tool's.
+    assert_eq!(a.tools[0].canonical_digest, b.tools[0].canonical_digest);
+    let n = b.tools[0].normalized.as_ref().expect("normalised");
+    assert_eq!(n.by[0].rule, "workdir");
+    let rewritten = store.raw_tool(&n.raw_digest).unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&rewritten).contains("{cwd}"));
+    let history = store.tool_history("docs", "figma").expect("history");
+    assert_eq!(history.len(), 1, "{history:?}");
+    // Different listings all the same.
+    assert_ne!(a.summary.tool_set, b.summary.tool_set);
 }

@@ -13,6 +13,7 @@ fn tools(description: &str) -> Vec<RawTool> {
     vec![RawTool {
         name: tool_name(text.as_bytes()),
         raw: text.into_bytes(),
+        normalized: None,
     }]
 }
 
@@ -68,6 +69,8 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
          ALTER TABLE alerts DROP COLUMN next_attempt_at_ms;
          ALTER TABLE alerts DROP COLUMN failed_at_ms;
          CREATE INDEX alerts_pending ON alerts (id) WHERE delivered_at_ms IS NULL;
+         ALTER TABLE tool_set_entries DROP COLUMN normalized_raw_tool_id;
+         ALTER TABLE tool_set_entries DROP COLUMN normalized_by;
          DROP TABLE drift_summaries; DROP TABLE tool_set_changes; PRAGMA user_version = 3;",
     )
     .unwrap();

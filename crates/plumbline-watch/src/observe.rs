@@ -11,14 +11,15 @@ use plumbline_drift::Drift;
 use plumbline_history::{Grader, Observed, Recorded};
 use plumbline_mcp::{list_tools, Limits, Listing, ListingProblem, ServerSpec};
 use plumbline_store::{
-    NewObservation, Outcome as StoreOutcome, Problem, ProblemKind, RawTool, SqliteStore,
+    NewObservation, NormalizedTool, NormalizedValue, Outcome as StoreOutcome, Problem, ProblemKind,
+    RawTool, SqliteStore,
 };
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::Severity;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use plumbline_config::ServerConfig;
+use plumbline_config::{Normalizer, ServerConfig};
 use plumbline_store::time::now_ms;
 
 /// One server's listing, or why there is none.
@@ -28,6 +29,8 @@ pub struct Collected {
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
     pub result: Result<Listing, String>,
+    /// The server's normalisation rules, applied when recording.
+    pub normalize: Option<Arc<Normalizer>>,
 }
 
 /// Lists `servers` with at most `concurrency` at once. A server whose
@@ -84,11 +87,14 @@ pub async fn collect_with(
             let _listed = InFlight::enter(&listing, &server);
             let identity = config.identity();
             let started_at_ms = now_ms();
-            let result = match config.spec_known_from_env() {
-                Ok((spec, known)) => list(&spec, &limits)
-                    .await
-                    .map_err(|e| plumbline_config::redact_for(&known, &e)),
-                Err(e) => Err(format!("{e:#}")),
+            let (result, normalize) = match (config.spec_known_from_env(), config.normalizer()) {
+                (Ok((spec, known)), Ok(normalize)) => (
+                    list(&spec, &limits)
+                        .await
+                        .map_err(|e| plumbline_config::redact_for(&known, &e)),
+                    normalize.map(Arc::new),
+                ),
+                (Err(e), _) | (_, Err(e)) => (Err(format!("{e:#}")), None),
             };
             Collected {
                 server,
@@ -96,6 +102,7 @@ pub async fn collect_with(
                 started_at_ms,
                 finished_at_ms: now_ms(),
                 result,
+                normalize,
             }
         });
     }
@@ -249,6 +256,17 @@ pub fn new_observation(c: &Collected) -> NewObservation {
                         .map(|t| RawTool {
                             name: t.name.clone(),
                             raw: t.raw.clone(),
+                            normalized: c.normalize.as_ref().and_then(|n| {
+                                let r = n.apply(t.name.as_deref(), &t.raw)?;
+                                Some(NormalizedTool {
+                                    raw: r.tool,
+                                    by: r
+                                        .by
+                                        .into_iter()
+                                        .map(|(pointer, rule)| NormalizedValue { pointer, rule })
+                                        .collect(),
+                                })
+                            }),
                         })
                         .collect(),
                     Some(l.protocol_version.clone()),
@@ -295,11 +313,25 @@ pub struct Report {
     /// without a name, repeated names); the rest was recorded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<ProblemReport>,
+    /// Strings rewritten by the server's normalisation rules before
+    /// comparing (the raw bytes were kept as sent).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub normalized: Vec<NormalizedReport>,
     /// The observation this one is compared with: the server's previous
     /// successful one (none for a first or failed observation).
     pub baseline: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+}
+
+/// One string a normalisation rule rewrote.
+#[derive(Debug, Serialize)]
+pub struct NormalizedReport {
+    pub tool: String,
+    /// Its RFC 6901 pointer within the tool.
+    pub pointer: String,
+    /// The rule, as named in `plumbline.toml`.
+    pub rule: String,
 }
 
 /// One problem of a listing, as reports show it.
@@ -337,6 +369,15 @@ impl Report {
                     position: p.position,
                     tool: p.tool_name,
                     message: p.message,
+                })
+                .collect(),
+            normalized: r
+                .normalized
+                .into_iter()
+                .map(|(tool, v)| NormalizedReport {
+                    tool,
+                    pointer: v.pointer,
+                    rule: v.rule,
                 })
                 .collect(),
             baseline: r.previous.map(|p| p.0),

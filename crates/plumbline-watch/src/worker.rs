@@ -115,11 +115,14 @@ async fn work(
     ctx: Arc<WorkerContext>,
 ) {
     let identity = server.identity();
+    // Checked when the configuration was loaded.
+    let normalize = server.normalizer().ok().flatten().map(Arc::new);
     let mut failures = 0u32;
     let mut quick_drops = 0u32;
     loop {
         tokio::time::sleep_until(due).await;
-        let (collected, session) = connect_and_list(&name, &server, &identity, &ctx).await;
+        let (mut collected, session) = connect_and_list(&name, &server, &identity, &ctx).await;
+        collected.normalize = normalize.clone();
         let ok = collected.result.is_ok();
         if ctx.tx.send(collected).await.is_err() {
             return; // the watcher is stopping
@@ -161,6 +164,7 @@ async fn work(
                 started_at_ms,
                 finished_at_ms: now_ms(),
                 result: Ok(listing),
+                normalize: normalize.clone(),
             };
             if ctx.tx.send(collected).await.is_err() {
                 return;
@@ -214,6 +218,7 @@ async fn connect_and_list(
         started_at_ms,
         finished_at_ms: now_ms(),
         result,
+        normalize: None,
     };
     (collected, session)
 }

@@ -165,6 +165,7 @@ pub(super) fn parse_entry(
                 env,
                 cwd,
                 inherit_env: Vec::new(),
+                normalize: Default::default(),
             }
         }
         Transport::Http | Transport::Sse => {
@@ -185,9 +186,17 @@ pub(super) fn parse_entry(
             }
             let headers = values(ctx, obj, "headers", "header", inputs, &mut review)?;
             if transport == Transport::Http {
-                ServerConfig::Http { url, headers }
+                ServerConfig::Http {
+                    url,
+                    headers,
+                    normalize: Default::default(),
+                }
             } else {
-                ServerConfig::Sse { url, headers }
+                ServerConfig::Sse {
+                    url,
+                    headers,
+                    normalize: Default::default(),
+                }
             }
         }
     };

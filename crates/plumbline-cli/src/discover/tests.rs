@@ -74,6 +74,7 @@ fn claude_desktop_linux_and_macos_files() {
             )]),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         }
     );
     assert_eq!(
@@ -118,6 +119,7 @@ fn claude_code_user_local_and_project_scopes() {
         ServerConfig::Http {
             url: "https://mcp.sentry.dev/mcp".into(),
             headers: map(&[("Authorization", "${PLUMBLINE_SENTRY_AUTHORIZATION}")]),
+            normalize: Default::default(),
         }
     );
     // `${VAR}` is kept, after an auth scheme too; `${VAR:-default}` loses
@@ -131,6 +133,7 @@ fn claude_code_user_local_and_project_scopes() {
                 ("Authorization", "Bearer ${API_TOKEN}"),
                 ("X-Team", "${TEAM_ID}")
             ]),
+            normalize: Default::default(),
         }
     );
     assert_eq!(api.secrets_to_set, Vec::<String>::new());
@@ -151,6 +154,7 @@ fn claude_code_user_local_and_project_scopes() {
             ]),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         }
     );
     assert_no_secret_in_toml(&found);
@@ -177,7 +181,8 @@ fn cursor_user_and_project_files() {
         linear.config,
         ServerConfig::Sse {
             url: "https://mcp.linear.app/sse".into(),
-            headers: BTreeMap::new()
+            headers: BTreeMap::new(),
+            normalize: Default::default(),
         }
     );
     assert!(linear.notes.iter().any(|n| n.contains("inferred")));
@@ -191,6 +196,7 @@ fn cursor_user_and_project_files() {
         ServerConfig::Http {
             url: "http://localhost:8000/mcp".into(),
             headers: map(&[("X-Api-Key", "${DOCS_API_KEY}")]),
+            normalize: Default::default(),
         }
     );
     let github = named(&found, "github");
@@ -233,6 +239,7 @@ fn vscode_workspace_mcp_json_and_user_settings() {
             env: map(&[("PERPLEXITY_API_KEY", "${PERPLEXITY_KEY}")]),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         }
     );
     assert_eq!(perplexity.secrets_to_set, ["PERPLEXITY_KEY"]);
@@ -245,6 +252,7 @@ fn vscode_workspace_mcp_json_and_user_settings() {
         ServerConfig::Http {
             url: "https://api.githubcopilot.com/mcp/".into(),
             headers: map(&[("Authorization", "Bearer ${GITHUB_TOKEN}")]),
+            normalize: Default::default(),
         }
     );
     assert!(matches!(
@@ -269,6 +277,7 @@ fn vscode_settings_json_with_comments_and_trailing_commas() {
             // `//` inside a string is not a comment.
             url: "https://mcp.atlassian.com/v1/mcp".into(),
             headers: map(&[("Authorization", "${PLUMBLINE_ATLASSIAN_AUTHORIZATION}")]),
+            normalize: Default::default(),
         }
     );
     assert_eq!(
@@ -279,6 +288,7 @@ fn vscode_settings_json_with_comments_and_trailing_commas() {
             env: map(&[("MEMORY_FILE_PATH", "${PLUMBLINE_MEMORY_MEMORY_FILE_PATH}")]),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         }
     );
 }
@@ -306,6 +316,7 @@ fn windsurf_server_url_and_disabled() {
         ServerConfig::Http {
             url: "https://mcp.figma.com/mcp".into(),
             headers: map(&[("Authorization", "Bearer ${FIGMA_TOKEN}")]),
+            normalize: Default::default(),
         }
     );
     let zapier = named(&found, "zapier");
@@ -335,6 +346,7 @@ fn gemini_cli_transports_and_excluded_servers() {
             ]),
             cwd: Some("./mcp-servers/python".into()),
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         }
     );
     // httpUrl is Streamable HTTP; url is SSE unless `type` says http.
@@ -347,6 +359,7 @@ fn gemini_cli_transports_and_excluded_servers() {
         ServerConfig::Sse {
             url: "http://localhost:8080/sse".into(),
             headers: map(&[("X-Custom-Header", "${PLUMBLINE_EVENTS_X_CUSTOM_HEADER}")]),
+            normalize: Default::default(),
         }
     );
     assert!(matches!(
@@ -419,6 +432,7 @@ fn secret_variable_names_are_uppercase_and_unique() {
         config: ServerConfig::Http {
             url: format!("https://{name}.example/mcp"),
             headers: map(&[(key, "literal")]),
+            normalize: Default::default(),
         },
         review: Review {
             literal_keys: vec![key.into()],
@@ -502,6 +516,7 @@ fn many_servers_of_one_name_get_distinct_names_and_duplicates_merge() {
             env: BTreeMap::new(),
             cwd: None,
             inherit_env: Vec::new(),
+            normalize: Default::default(),
         },
         review: Review::default(),
     };

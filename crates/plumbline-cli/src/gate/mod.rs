@@ -88,12 +88,26 @@ fn current(
     let collected = runtime.block_on(collect(chosen, limits, 8, progress))?;
     let mut out: Vec<Current> = collected
         .into_iter()
-        .map(|c| Current {
-            server: c.server,
-            identity: c.identity,
-            tools: c
-                .result
-                .map(|l| l.tools.into_iter().map(|t| (t.name, t.raw)).collect()),
+        .map(|c| {
+            // The lock holds tools as compared: rewritten by the server's
+            // normalisation rules, so a lock pinned on one machine checks
+            // on another.
+            let normalize = c.normalize;
+            Current {
+                server: c.server,
+                identity: c.identity,
+                tools: c.result.map(|l| {
+                    l.tools
+                        .into_iter()
+                        .map(|t| {
+                            let rewritten = normalize
+                                .as_ref()
+                                .and_then(|n| n.apply(t.name.as_deref(), &t.raw));
+                            (t.name, rewritten.map_or(t.raw, |r| r.tool))
+                        })
+                        .collect()
+                }),
+            }
         })
         .collect();
     out.extend(missing.into_iter().map(|s| Current {

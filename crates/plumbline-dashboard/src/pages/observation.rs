@@ -87,8 +87,30 @@ pub(super) async fn observation(
                                             None => span.muted { "(no name)" },
                                         }
                                     }
-                                    td { @match &t.canonical_digest { Some(d) => code { (short(d)) }, None => span.error { "malformed" } } }
+                                    td {
+                                        @match &t.canonical_digest { Some(d) => code { (short(d)) }, None => span.error { "malformed" } }
+                                        @if t.normalized.is_some() { " " span.muted title="compared after this server's normalisation rules" { "normalised" } }
+                                    }
                                     td { code { (short(&t.raw_digest)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+                @if o.tools.iter().any(|t| t.normalized.is_some()) {
+                    section {
+                        h2 { "Normalised before comparing" }
+                        p.muted { "This server's normalisation rules (plumbline.toml) rewrote these values before they were compared; the raw bytes are kept as the server sent them." }
+                        ul.normalized {
+                            @for t in &o.tools {
+                                @if let Some(n) = &t.normalized {
+                                    @for v in &n.by {
+                                        li {
+                                            @match &t.name { Some(n) => (line(n)), None => "(no name)" } " "
+                                            code { (line(&v.pointer)) }
+                                            " by rule " code { (line(&v.rule)) }
+                                        }
+                                    }
                                 }
                             }
                         }

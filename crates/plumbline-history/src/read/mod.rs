@@ -116,10 +116,15 @@ pub fn load_tools(
         let (Some(name), Some(canonical_digest)) = (&entry.name, entry.canonical_digest) else {
             continue;
         };
-        let raw = store.raw_tool(&entry.raw_digest)?.ok_or_else(|| {
+        // The tool as compared: rewritten by the server's normalisation
+        // rules when they applied, else as sent.
+        let compared = entry
+            .normalized
+            .as_ref()
+            .map_or(&entry.raw_digest, |n| &n.raw_digest);
+        let raw = store.raw_tool(compared)?.ok_or_else(|| {
             Failure::Inconsistent(format!(
-                "observation {id}: the raw bytes {} are missing from the store",
-                entry.raw_digest
+                "observation {id}: the tool bytes {compared} are missing from the store"
             ))
         })?;
         if let Ok(definition) = parse_tool(&raw) {

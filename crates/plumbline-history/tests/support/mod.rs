@@ -32,6 +32,7 @@ pub fn listing(revision: u64) -> Vec<RawTool> {
             RawTool {
                 name,
                 raw: line.into_bytes(),
+                normalized: None,
             }
         })
         .collect()

@@ -25,8 +25,9 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBe
 
 use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
-    NewReview, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
-    ProblemKind, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
+    NewReview, Normalized, NormalizedValue, Observation, ObservationId, ObservationSummary,
+    OutboxAlert, Outcome, Problem, ProblemKind, Review, ReviewStatus, Server, ToolEntry,
+    ToolHistoryEntry,
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
@@ -47,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0004_tool_set_changes.sql"),
     include_str!("../migrations/0005_drift_summaries.sql"),
     include_str!("../migrations/0006_alert_delivery.sql"),
+    include_str!("../migrations/0007_normalized_tools.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -253,12 +255,31 @@ impl Store for SqliteStore {
                     first_position.insert(name, position);
                 }
             }
+            let (canonical_digest, normalized) = match &tool.normalized {
+                // A rewrite of a malformed tool cannot happen (the rules
+                // read the tool first); it would only be stored as sent.
+                Some(n) if canonical_digest.is_some() => {
+                    let n_digest = digest(&n.raw);
+                    let (n_id, n_canonical) = put_raw_tool(&tx, &n.raw, &n_digest)
+                        .map_err(write_err("a tool's normalised bytes"))?;
+                    (
+                        n_canonical.or(canonical_digest),
+                        Some(NormalizedEntry {
+                            raw_tool_id: n_id,
+                            raw_digest: n_digest,
+                            by: normalized_by_json(&n.by),
+                        }),
+                    )
+                }
+                _ => (canonical_digest, None),
+            };
             entries.push(Entry {
                 position,
                 name: tool.name.as_deref(),
                 raw_tool_id,
                 raw_digest: *raw_digest,
                 canonical_digest,
+                normalized,
             });
         }
 
@@ -445,11 +466,14 @@ impl Store for SqliteStore {
         let tool_rows = self
             .conn
             .prepare_cached(
-                "SELECT e.position, e.name, r.digest, v.digest
+                "SELECT e.position, e.name, r.digest, COALESCE(nv.digest, v.digest),
+                        nr.digest, e.normalized_by
                  FROM observations o
                  JOIN tool_set_entries e ON e.tool_set_id = o.tool_set_id
                  JOIN raw_tools r ON r.id = e.raw_tool_id
                  LEFT JOIN tool_versions v ON v.id = r.tool_version_id
+                 LEFT JOIN raw_tools nr ON nr.id = e.normalized_raw_tool_id
+                 LEFT JOIN tool_versions nv ON nv.id = nr.tool_version_id
                  WHERE o.id = ?1
                  ORDER BY e.position",
             )
@@ -460,19 +484,31 @@ impl Store for SqliteStore {
                         row.get::<_, Option<String>>(1)?,
                         row.get::<_, Vec<u8>>(2)?,
                         row.get::<_, Option<Vec<u8>>>(3)?,
+                        row.get::<_, Option<Vec<u8>>>(4)?,
+                        row.get::<_, Option<String>>(5)?,
                     ))
                 })?
                 .collect::<Result<Vec<_>, _>>()
             })
             .map_err(|source| self.read_err(format!("the tools of {what}"), source))?;
         let mut tools = Vec::with_capacity(tool_rows.len());
-        for (position, name, raw, canonical) in tool_rows {
+        for (position, name, raw, canonical, normalized, by) in tool_rows {
+            let normalized = match (normalized, by) {
+                (Some(n), Some(by)) => Some(Normalized {
+                    raw_digest: self.digest_from(&n, &what)?,
+                    by: serde_json::from_str(&by).map_err(|_| {
+                        self.corrupt(format!("{what} names its normalisations unreadably"))
+                    })?,
+                }),
+                _ => None,
+            };
             tools.push(ToolEntry {
                 position: u32::try_from(position)
                     .map_err(|_| self.corrupt(format!("{what} has a tool at {position}")))?,
                 name,
                 raw_digest: self.digest_from(&raw, &what)?,
                 canonical_digest: canonical.map(|c| self.digest_from(&c, &what)).transpose()?,
+                normalized,
             });
         }
 
@@ -930,5 +966,16 @@ struct Entry<'a> {
     name: Option<&'a str>,
     raw_tool_id: i64,
     raw_digest: Digest,
+    /// The tool version: the canonical digest of the normalised tool when
+    /// there is one, else of the raw tool.
     canonical_digest: Option<Digest>,
+    normalized: Option<NormalizedEntry>,
+}
+
+/// The normalised tool of an entry, as written.
+struct NormalizedEntry {
+    raw_tool_id: i64,
+    raw_digest: Digest,
+    /// `normalized_by`: a JSON array of `{"pointer", "rule"}`.
+    by: String,
 }

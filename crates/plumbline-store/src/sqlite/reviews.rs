@@ -183,8 +183,9 @@ pub(super) fn materialise_baseline(
         tx.prepare_cached(
             "INSERT INTO baselines (server_id, tool_name, tool_version_id, observation_id,
                  accepted_by, accepted_at_ms)
-             SELECT ?1, e.name, r.tool_version_id, ?2, NULL, NULL
+             SELECT ?1, e.name, COALESCE(nr.tool_version_id, r.tool_version_id), ?2, NULL, NULL
              FROM tool_set_entries e JOIN raw_tools r ON r.id = e.raw_tool_id
+             LEFT JOIN raw_tools nr ON nr.id = e.normalized_raw_tool_id
              WHERE e.tool_set_id = ?3 AND e.name IS NOT NULL
                AND r.tool_version_id IS NOT NULL
                AND e.position = (SELECT min(f.position) FROM tool_set_entries f

@@ -17,6 +17,7 @@ fn ok_observation(server: &str, tools: &[&str]) -> NewObservation {
                     .ok()
                     .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned)),
                 raw: raw.as_bytes().to_vec(),
+                normalized: None,
             })
             .collect(),
         problems: Vec::new(),
@@ -51,6 +52,7 @@ fn tool_set_digest_depends_on_order_names_and_content() {
         raw_tool_id: 0,
         raw_digest: raw,
         canonical_digest: Some(raw),
+        normalized: None,
     };
     let ab = tool_set_digest(&[entry(0, Some("x"), a), entry(1, Some("y"), b)]);
     let ba = tool_set_digest(&[entry(0, Some("x"), b), entry(1, Some("y"), a)]);
@@ -64,6 +66,24 @@ fn tool_set_digest_depends_on_order_names_and_content() {
     let mut other_ids = entry(0, Some("x"), a);
     other_ids.raw_tool_id = 99;
     assert_eq!(tool_set_digest(&[other_ids, entry(1, Some("y"), b)]), ab);
+    // A normalised entry differs from the same raw entry, and by its rules.
+    let normalized = |by: &str| {
+        let mut e = entry(0, Some("x"), a);
+        e.normalized = Some(NormalizedEntry {
+            raw_tool_id: 7,
+            raw_digest: b,
+            by: by.to_owned(),
+        });
+        tool_set_digest(&[e, entry(1, Some("y"), b)])
+    };
+    assert_ne!(
+        normalized(r#"[{"pointer":"/description","rule":"cwd"}]"#),
+        ab
+    );
+    assert_ne!(
+        normalized(r#"[{"pointer":"/description","rule":"cwd"}]"#),
+        normalized(r#"[{"pointer":"/description","rule":"home"}]"#)
+    );
 }
 
 #[test]

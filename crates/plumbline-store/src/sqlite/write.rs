@@ -14,10 +14,12 @@ impl SqliteStore {
         let row: Option<Option<Vec<u8>>> = self
             .conn
             .prepare_cached(
-                "SELECT v.digest
+                "SELECT COALESCE(nv.digest, v.digest)
                  FROM tool_set_entries e
                  JOIN raw_tools r ON r.id = e.raw_tool_id
                  LEFT JOIN tool_versions v ON v.id = r.tool_version_id
+                 LEFT JOIN raw_tools nr ON nr.id = e.normalized_raw_tool_id
+                 LEFT JOIN tool_versions nv ON nv.id = nr.tool_version_id
                  WHERE e.tool_set_id = ?1 AND e.name = ?2
                  ORDER BY e.position LIMIT 1",
             )
@@ -126,17 +128,24 @@ pub(super) fn put_tool_set(tx: &Transaction<'_>, entries: &[Entry<'_>]) -> rusql
         .execute(params![key, entries.len() as i64])?;
     let id = tx.last_insert_rowid();
     let mut stmt = tx.prepare_cached(
-        "INSERT INTO tool_set_entries (tool_set_id, position, name, raw_tool_id)
-         VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO tool_set_entries
+             (tool_set_id, position, name, raw_tool_id, normalized_raw_tool_id, normalized_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?;
     for e in entries {
-        stmt.execute(params![id, e.position, e.name, e.raw_tool_id])?;
+        let (n_id, by) = match &e.normalized {
+            Some(n) => (Some(n.raw_tool_id), Some(n.by.as_str())),
+            None => (None, None),
+        };
+        stmt.execute(params![id, e.position, e.name, e.raw_tool_id, n_id, by])?;
     }
     Ok(id)
 }
 
 /// The digest of an ordered listing: over each entry's position, name, raw
-/// digest and canonical digest, with lengths and presence flags written
+/// digest and canonical digest (and, for a normalised entry only, the
+/// normalised digest and rules, so listings stored before normalisation
+/// existed keep their digests), with lengths and presence flags written
 /// out so that no two different listings encode to the same bytes.
 pub(super) fn tool_set_digest(entries: &[Entry<'_>]) -> Digest {
     let mut bytes = Vec::with_capacity(TOOL_SET_DIGEST_PREFIX.len() + entries.len() * 100);
@@ -160,6 +169,17 @@ pub(super) fn tool_set_digest(entries: &[Entry<'_>]) -> Digest {
             }
             None => bytes.push(0),
         }
+        if let Some(n) = &e.normalized {
+            bytes.push(2);
+            bytes.extend_from_slice(n.raw_digest.as_bytes());
+            bytes.extend_from_slice(&(n.by.len() as u64).to_be_bytes());
+            bytes.extend_from_slice(n.by.as_bytes());
+        }
     }
     digest(&bytes)
+}
+
+/// `normalized_by` as stored: a JSON array of `{"pointer", "rule"}`.
+pub(super) fn normalized_by_json(by: &[NormalizedValue]) -> String {
+    serde_json::to_string(by).expect("strings serialise")
 }

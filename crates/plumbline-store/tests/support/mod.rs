@@ -18,6 +18,7 @@ pub fn fifty_tools() -> Vec<RawTool> {
         .map(|line| RawTool {
             name: tool_name(line.as_bytes()),
             raw: line.as_bytes().to_vec(),
+            normalized: None,
         })
         .collect()
 }
