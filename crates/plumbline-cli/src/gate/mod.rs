@@ -45,15 +45,31 @@ fn current(
 ) -> Result<Vec<Current>> {
     if let Some(path) = tools {
         let saved = tools_input::read(path)?;
+        // A saved listing of a configured server is compared as the live
+        // one would be: through the server's normalisation rules.
+        let configured = if config.exists() {
+            Config::load(config)?.servers
+        } else {
+            Default::default()
+        };
         let mut out = Vec::new();
         for s in saved {
             if !servers.is_empty() && !servers.contains(&s.server) {
                 continue;
             }
+            let normalize = match configured.get(&s.server) {
+                Some(c) => c.normalizer()?,
+                None => None,
+            };
+            let tools = s
+                .tools
+                .into_iter()
+                .map(|(name, raw)| compared(normalize.as_ref(), name, raw))
+                .collect();
             out.push(Current {
                 identity: serde_json::json!({"transport": "saved", "file": format!("{}.json", s.server)}),
                 server: s.server,
-                tools: Ok(s.tools),
+                tools: Ok(tools),
             });
         }
         for wanted in servers {
@@ -99,12 +115,7 @@ fn current(
                 tools: c.result.map(|l| {
                     l.tools
                         .into_iter()
-                        .map(|t| {
-                            let rewritten = normalize
-                                .as_ref()
-                                .and_then(|n| n.apply(t.name.as_deref(), &t.raw));
-                            (t.name, rewritten.map_or(t.raw, |r| r.tool))
-                        })
+                        .map(|t| compared(normalize.as_deref(), t.name, t.raw))
                         .collect()
                 }),
             }
@@ -116,6 +127,17 @@ fn current(
         identity: serde_json::Value::Null,
     }));
     Ok(out)
+}
+
+/// A tool as the gate compares it: rewritten by the server's normalisation
+/// rules where they apply, else as sent.
+fn compared(
+    normalize: Option<&plumbline_config::Normalizer>,
+    name: Option<String>,
+    raw: Vec<u8>,
+) -> (Option<String>, Vec<u8>) {
+    let rewritten = normalize.and_then(|n| n.apply(name.as_deref(), &raw));
+    (name, rewritten.map_or(raw, |r| r.tool))
 }
 
 fn canonical_identity(identity: &serde_json::Value) -> Result<String> {
