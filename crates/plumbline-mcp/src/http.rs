@@ -483,9 +483,20 @@ impl StreamGet {
     }
 }
 
+/// The shortest wait before reconnecting, whatever `retry` says: a server
+/// announcing `retry: 0` and closing at once must not make a busy loop.
+const MIN_RETRY: Duration = Duration::from_millis(100);
+/// A notification stream that ends sooner than this after it opened counts
+/// as a quick end: each quick end in a row doubles the least wait before
+/// the next reconnection (100 ms, 200 ms, … up to [`MAX_RETRY`]).
+const QUICK_END: Duration = Duration::from_secs(10);
+
 /// The wait before reconnecting: what the server asked for, within bounds.
 fn retry_delay(parser: &sse::Parser) -> Duration {
-    parser.retry().unwrap_or(DEFAULT_RETRY).min(MAX_RETRY)
+    parser
+        .retry()
+        .unwrap_or(DEFAULT_RETRY)
+        .clamp(MIN_RETRY, MAX_RETRY)
 }
 
 /// How a notification stream that the server ended is taken up again.
@@ -515,9 +526,20 @@ async fn read_notifications(
     // session's owner reconnects with its own backoff and says so. A
     // stream that is resumed and ends again is resumed again, never
     // sooner than the server's `retry` (1 s without one).
+    let mut quick_ends = 0u32;
+    let mut opened = Instant::now();
     while read_stream(resp, &mut parser, &flag, &answerer, &mut acked).await {
         let Some(resume) = &resume else { break };
-        tokio::time::sleep(retry_delay(&parser)).await;
+        quick_ends = if opened.elapsed() < QUICK_END {
+            quick_ends + 1
+        } else {
+            0
+        };
+        let least = MIN_RETRY
+            .saturating_mul(1 << quick_ends.min(10))
+            .min(MAX_RETRY);
+        tokio::time::sleep(retry_delay(&parser).max(least)).await;
+        opened = Instant::now();
         let Some(next) = resume.get.resume(parser.last_event_id()).await else {
             break;
         };

@@ -60,6 +60,10 @@ pub enum Kind {
     /// naming the era it serves, and lists the ordinary tools. (rmcp, the
     /// well-behaved family, accepts both handshakes on one connection.)
     StatelessOnly,
+    /// HTTP only: answers GET /mcp (the notification stream) with an event
+    /// ID and `retry: 0`, then ends it at once, every time; its one tool's
+    /// description counts the GETs so far.
+    FlappingStream,
     /// Publishes its whole environment: one tool whose description is
     /// every `NAME=value` it was started with, sorted, one per line (what
     /// a server stealing secrets would do).
@@ -276,7 +280,8 @@ fn tools_list(kind: Kind, id: &Value, cursor: Option<&Value>) -> Answer {
         Kind::NeverAnswers
         | Kind::CrashAfterInitialize
         | Kind::StderrFlood
-        | Kind::StatelessOnly => Answer::whole(page(ORDINARY_TOOLS, None)),
+        | Kind::StatelessOnly
+        | Kind::FlappingStream => Answer::whole(page(ORDINARY_TOOLS, None)),
     }
 }
 
@@ -453,10 +458,12 @@ async fn write_line(stdout: &mut tokio::io::Stdout, bytes: &[u8]) -> std::io::Re
     stdout.flush().await
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct HttpState {
     kind: Kind,
     reply_as: ReplyAs,
+    /// GET /mcp requests answered (`flapping-stream`).
+    gets: std::sync::atomic::AtomicUsize,
 }
 
 /// Serves POST /mcp until SIGTERM or SIGINT; GET /mcp (the notification
@@ -472,16 +479,34 @@ async fn serve_http(
         .route(
             "/mcp",
             post(handle_post)
-                .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+                .get(handle_get)
                 .delete(|| async { StatusCode::METHOD_NOT_ALLOWED }),
         )
-        .with_state(Arc::new(HttpState { kind, reply_as }));
+        .with_state(Arc::new(HttpState {
+            kind,
+            reply_as,
+            gets: Default::default(),
+        }));
     let server = tokio::spawn(axum::serve(listener, router).into_future());
     tokio::select! {
         served = server => served.context("HTTP server task")?.context("serving HTTP"),
         // Hanging requests are the point of some modes: do not wait for them.
         () = terminated.wait() => Ok(()),
     }
+}
+
+/// GET /mcp: refused (405), except by `flapping-stream`, which opens the
+/// stream and ends it at once after asking for no wait at all.
+async fn handle_get(State(state): State<Arc<HttpState>>) -> Response {
+    if state.kind != Kind::FlappingStream {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let n = state.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        format!("id: {n}\nretry: 0\ndata: \n\n"),
+    )
+        .into_response()
 }
 
 async fn handle_post(State(state): State<Arc<HttpState>>, body: Bytes) -> Response {
@@ -502,6 +527,20 @@ async fn handle_post(State(state): State<Arc<HttpState>>, body: Bytes) -> Respon
         return std::future::pending().await;
     }
     let is_initialize = request.method == "initialize";
+    if state.kind == Kind::FlappingStream && request.method == "tools/list" {
+        let gets = state.gets.load(std::sync::atomic::Ordering::SeqCst);
+        let tools = json!([{
+            "name": "streams",
+            "description": format!("GET /mcp answered {gets} times"),
+            "inputSchema": {"type": "object"},
+        }]);
+        let id = request.id.clone().unwrap_or(Value::Null);
+        return (
+            [(header::CONTENT_TYPE, "application/json")],
+            result_message(&id, &format!(r#"{{"tools":{tools}}}"#)),
+        )
+            .into_response();
+    }
     let Some(answer) = answer(state.kind, &request) else {
         return StatusCode::ACCEPTED.into_response();
     };

@@ -325,3 +325,27 @@ async fn a_stateless_only_server_is_listed_when_it_answers_in_time() {
     assert_eq!(listing.era, Era::Stateless);
     assert_eq!(listing.protocol_version, "2026-07-28");
 }
+
+/// A server that ends its notification stream at once, every time, with
+/// `retry: 0`: the session keeps resuming it, but each quick end doubles
+/// the least wait (100 ms, 200 ms, 400 ms, …) instead of a busy loop.
+#[tokio::test]
+async fn a_stream_that_keeps_ending_is_resumed_with_growing_waits_not_a_busy_loop() {
+    let server = HttpServer::start(&["--hostile", "flapping-stream"]).await;
+    let mut session = plumbline_mcp::Session::open(&server.spec(), &limits())
+        .await
+        .expect("open");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let listing = session.list().await.expect("listing");
+    let tool: serde_json::Value = serde_json::from_slice(&listing.tools[0].raw).expect("JSON");
+    let gets: u64 = tool["description"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("GET /mcp answered "))
+        .and_then(|d| d.strip_suffix(" times"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{tool}"));
+    // Opened, then resumed after 200, 600 and 1,400 ms: never more than a
+    // handful in 1.5 s, however fast the machine.
+    assert!((2..=6).contains(&gets), "{gets} GETs in 1.5 s");
+    session.close().await;
+}
