@@ -86,9 +86,13 @@ impl Environment {
     /// server is started), `$HOME`, `$USER` or `$LOGNAME`.
     pub fn of_process(server_cwd: Option<&PathBuf>) -> Environment {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let cwd = match server_cwd {
-            Some(dir) => Some(dir.clone()),
-            None => std::env::current_dir().ok(),
+        // A relative `cwd` is where the server runs relative to Plumbline,
+        // and the server itself only ever sees the absolute path.
+        let here = std::env::current_dir().ok();
+        let cwd = match (server_cwd, &here) {
+            (Some(dir), Some(here)) => Some(here.join(dir)),
+            (Some(dir), None) => Some(dir.clone()),
+            (None, here) => here.clone(),
         };
         Environment {
             cwd: cwd.map(|d| d.display().to_string()).filter(|d| d != "/"),
@@ -205,11 +209,17 @@ impl Normalizer {
     }
 
     /// The tool `raw` as rewritten by the rules, or `None` when no rule
-    /// changed it (or it is not a JSON object).
-    pub fn apply(&self, name: Option<&str>, raw: &[u8]) -> Option<Rewritten> {
-        let mut tool: Value = serde_json::from_slice(raw).ok()?;
+    /// changed it (or it is not a JSON object); an error when the rules
+    /// could not read it (the tool is then compared as sent).
+    pub fn apply(&self, name: Option<&str>, raw: &[u8]) -> Result<Option<Rewritten>, String> {
+        let mut tool: Value = match serde_json::from_slice(raw) {
+            Ok(tool) => tool,
+            Err(e) => return Err(format!(
+                "the normalisation rules could not read the tool, so it is compared as sent: {e}"
+            )),
+        };
         if !tool.is_object() {
-            return None;
+            return Ok(None);
         }
         let mut by = Vec::new();
         for rule in &self.rules {
@@ -225,33 +235,71 @@ impl Normalizer {
                 Matcher::Regex(_) => None,
             };
             for pointer in &rule.pointers {
+                // The name is the tool's identity, never rewritten.
+                if pointer == "/name" {
+                    continue;
+                }
                 let Some(at) = tool.pointer_mut(pointer) else {
                     continue;
                 };
                 let mut path = pointer.clone();
-                rewrite(
-                    at,
-                    &mut path,
-                    &mut |s: &str| match (&rule.matcher, needle) {
-                        (Matcher::Regex(re), _) => match re.replace_all(s, rule.replace.as_str()) {
-                            std::borrow::Cow::Borrowed(_) => None,
-                            std::borrow::Cow::Owned(o) => Some(o),
-                        },
-                        (_, Some(n)) if s.contains(n) => Some(s.replace(n, &rule.replace)),
-                        _ => None,
+                let mut f = |s: &str| match (&rule.matcher, needle) {
+                    (Matcher::Regex(re), _) => match re.replace_all(s, rule.replace.as_str()) {
+                        std::borrow::Cow::Borrowed(_) => None,
+                        std::borrow::Cow::Owned(o) => Some(o),
                     },
-                    &mut |p| by.push((p, rule.name.clone())),
-                );
+                    (Matcher::Token(_), Some(n)) => replace_bounded(s, n, &rule.replace),
+                    (_, Some(n)) if s.contains(n) => Some(s.replace(n, &rule.replace)),
+                    _ => None,
+                };
+                rewrite(at, &mut path, &mut f, &mut |p| {
+                    by.push((p, rule.name.clone()))
+                });
             }
         }
         if by.is_empty() {
-            return None;
+            return Ok(None);
         }
-        Some(Rewritten {
+        Ok(Some(Rewritten {
             tool: serde_json::to_vec(&tool).expect("a JSON value serialises"),
             by,
-        })
+        }))
     }
+}
+
+/// Whether `c` continues a word or name: a token's value matches only
+/// where it does not (`dev` is not rewritten inside `device`, nor
+/// `/home/al` inside `/home/alice`).
+fn continues(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '-'
+}
+
+/// `s` with each whole occurrence of `needle` replaced, or `None` when
+/// there is none.
+fn replace_bounded(s: &str, needle: &str, replacement: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut last = 0;
+    let mut from = 0;
+    let mut found = false;
+    while let Some(i) = s[from..].find(needle).map(|i| i + from) {
+        let end = i + needle.len();
+        let before = s[..i].chars().next_back();
+        let after = s[end..].chars().next();
+        if before.is_some_and(continues) || after.is_some_and(continues) {
+            from = i + s[i..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        found = true;
+        out.push_str(&s[last..i]);
+        out.push_str(replacement);
+        last = end;
+        from = end;
+    }
+    if !found {
+        return None;
+    }
+    out.push_str(&s[last..]);
+    Some(out)
 }
 
 /// Rewrites every string at or under `v` (`path` is its pointer), calling
@@ -281,7 +329,12 @@ fn rewrite(
             }
         }
         Value::Object(map) => {
+            let top = path.is_empty();
             for (k, item) in map.iter_mut() {
+                // The tool's own name is its identity, never rewritten.
+                if top && k == "name" {
+                    continue;
+                }
                 let len = path.len();
                 path.push('/');
                 path.push_str(&k.replace('~', "~0").replace('/', "~1"));
@@ -321,6 +374,7 @@ mod tests {
         let n = Normalizer::new(&r, env()).unwrap().unwrap();
         let out = n
             .apply(Some("get_figma_data"), TOOL.as_bytes())
+            .unwrap()
             .expect("rewritten");
         let v: Value = serde_json::from_slice(&out.tool).unwrap();
         assert_eq!(
@@ -353,13 +407,54 @@ mod tests {
             .unwrap()
             .unwrap();
         let tool = r#"{"name":"t","description":"Hello, Alice! Files in /home/alice/work/site."}"#;
-        let out = n.apply(Some("t"), tool.as_bytes()).expect("rewritten");
+        let out = n
+            .apply(Some("t"), tool.as_bytes())
+            .unwrap()
+            .expect("rewritten");
         let v: Value = serde_json::from_slice(&out.tool).unwrap();
         // The literal rule is for another tool only.
         assert_eq!(v["description"], "Hello! Files in /home/alice/work/site.");
         assert_eq!(out.by, [("/description".to_owned(), "greeting".to_owned())]);
         // Nothing to rewrite: no rewritten tool at all.
-        assert!(n.apply(Some("t"), br#"{"name":"t"}"#).is_none());
+        assert!(n.apply(Some("t"), br#"{"name":"t"}"#).unwrap().is_none());
+    }
+
+    #[test]
+    fn tokens_match_whole_names_only_and_never_the_tool_name() {
+        let r = rules("[h]\ntoken = \"home\"\n[u]\ntoken = \"user\"\n");
+        let env = Environment {
+            cwd: None,
+            home: Some("/home/dev".into()),
+            user: Some("dev".into()),
+        };
+        let n = Normalizer::new(&r, env).unwrap().unwrap();
+        let tool = r#"{"name":"dev","description":"For dev: a device under /home/dev/x and /home/devices.","title":"dev_tools"}"#;
+        let out = n
+            .apply(Some("dev"), tool.as_bytes())
+            .unwrap()
+            .expect("rewritten");
+        let v: Value = serde_json::from_slice(&out.tool).unwrap();
+        assert_eq!(v["name"], "dev");
+        assert_eq!(v["title"], "dev_tools");
+        assert_eq!(
+            v["description"],
+            "For {user}: a device under {home}/x and /home/devices."
+        );
+    }
+
+    #[test]
+    fn a_tool_the_rules_cannot_read_is_an_error_not_a_silent_skip() {
+        let r = rules("[u]\nliteral = \"x\"\n");
+        let n = Normalizer::new(&r, Environment::default())
+            .unwrap()
+            .unwrap();
+        let deep = format!(
+            "{{\"name\":\"t\",\"d\":{}{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let e = n.apply(Some("t"), deep.as_bytes()).unwrap_err();
+        assert!(e.contains("compared as sent"), "{e}");
     }
 
     #[test]

@@ -589,6 +589,17 @@ async fn read_stream(
     true
 }
 
+/// A transport dropped without [`HttpTransport::shutdown`] (a watcher's
+/// worker aborted on reload) stops its notification task, which would
+/// otherwise keep resuming the stream of a session nobody reads.
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        if let Some(task) = self.stream.take() {
+            task.abort();
+        }
+    }
+}
+
 impl Transport for HttpTransport {
     async fn request(
         &mut self,
@@ -651,7 +662,10 @@ impl Transport for HttpTransport {
                 let chunk = match chunk {
                     Ok(Some(chunk)) => chunk,
                     ended => {
+                        // Not before the handshake settled on the era: a
+                        // probe's stream is not a session's.
                         let resumable = self.era == Era::Session
+                            && self.version.is_some()
                             && parser.last_event_id().is_some()
                             && resumed < REQUEST_RESUMPTIONS;
                         if !resumable {

@@ -428,22 +428,27 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
         )
         .await;
     if unanswered && !matches!(reply, Ok(Ok(_))) {
-        if let Some(Ok(raw)) = t.take_late_answer("server/discover") {
-            if let Some(h) = stateless(t, &raw)? {
+        // The probe's answer, if it came late: our era, or a refusal
+        // (then the server does not speak it, and is not asked again).
+        let late = t.take_late_answer("server/discover");
+        if let Some(Ok(raw)) = &late {
+            if let Some(h) = stateless(t, raw)? {
                 return Ok(h);
             }
         }
-        if let Ok(Err(refusal)) = &reply {
+        if let (None, Ok(Err(refusal))) = (&late, &reply) {
             if serves_stateless(refusal) {
+                // Asked again; whatever goes wrong with that, the refusal
+                // of initialize is what is reported.
                 let again = t
                     .request(
                         "server/discover",
                         json!({"_meta": stateless_meta()}),
                         Instant::now() + limits.initialize_timeout,
                     )
-                    .await?;
-                if let Ok(raw) = again {
-                    if let Some(h) = stateless(t, &raw)? {
+                    .await;
+                if let Ok(Ok(raw)) = again {
+                    if let Ok(Some(h)) = stateless(t, &raw) {
                         return Ok(h);
                     }
                 }
@@ -788,6 +793,41 @@ mod tests {
             assert_eq!(era, Ok(Era::Stateless), "{code} {message}");
             assert_eq!(sent, ["server/discover", "initialize", "server/discover"]);
         }
+    }
+
+    #[tokio::test]
+    async fn a_late_refusal_of_the_probe_is_not_asked_again() {
+        let (era, sent) = shake(
+            vec![
+                ("server/discover", timed_out("server/discover")),
+                ("initialize", refused(-32022, ERA)),
+            ],
+            Some(Err(RpcError {
+                code: -32601,
+                message: "Method not found".into(),
+            })),
+        )
+        .await;
+        assert!(era.unwrap_err().contains("-32022"));
+        assert_eq!(sent, ["server/discover", "initialize"]);
+    }
+
+    #[tokio::test]
+    async fn a_second_probe_that_times_out_reports_the_refusal() {
+        let (era, _) = shake(
+            vec![
+                ("server/discover", timed_out("server/discover")),
+                ("initialize", refused(-32022, ERA)),
+                ("server/discover", timed_out("server/discover")),
+            ],
+            None,
+        )
+        .await;
+        let error = era.unwrap_err();
+        assert!(
+            error.contains("initialize failed") && error.contains("-32022"),
+            "{error}"
+        );
     }
 
     #[tokio::test]

@@ -19,8 +19,12 @@ pub(crate) struct Parser {
     data: Vec<u8>,
     has_data: bool,
     max: usize,
-    /// The last event ID buffer: the latest `id` field, kept across events
-    /// (and across reconnections, by the caller).
+    /// The last event ID buffer: the latest `id` field read, kept across
+    /// events; `None` after an empty or unusable `id`.
+    id_buffer: Option<String>,
+    /// The last event ID: the buffer as it stood when an event ended (the
+    /// SSE specification sets it on dispatch, so an event cut off mid-way
+    /// is asked for again). Kept across reconnections.
     last_event_id: Option<String>,
     /// The latest `retry` field: how long to wait before reconnecting.
     retry: Option<Duration>,
@@ -34,6 +38,7 @@ impl Parser {
             data: Vec::new(),
             has_data: false,
             max,
+            id_buffer: None,
             last_event_id: None,
             retry: None,
         }
@@ -48,6 +53,7 @@ impl Parser {
     /// A new connection continues the stream: a partial event or line of
     /// the old one is dropped; the last event ID and `retry` stay.
     pub fn reconnected(&mut self) {
+        self.id_buffer = self.last_event_id.clone();
         self.pending.clear();
         self.event.clear();
         self.data.clear();
@@ -72,6 +78,9 @@ impl Parser {
                 line = &line[..line.len() - 1];
             }
             if line.is_empty() {
+                // Dispatch: the last event ID is set whether or not the
+                // event carries data (a priming event carries none).
+                self.last_event_id = self.id_buffer.clone();
                 if self.has_data {
                     events.push(Event {
                         event: if self.event.is_empty() {
@@ -96,15 +105,17 @@ impl Parser {
             };
             match field {
                 b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
-                // An ID with U+0000 is ignored (the SSE specification); one
-                // no header can carry is of no use either.
-                b"id" => {
-                    if let Ok(id) = std::str::from_utf8(value) {
-                        if !id.contains('\0') && reqwest::header::HeaderValue::from_str(id).is_ok()
-                        {
-                            self.last_event_id = Some(id.to_owned()).filter(|i| !i.is_empty());
-                        }
-                    }
+                // An ID with U+0000 is ignored (the SSE specification). One
+                // that no header can carry (a control character) clears the
+                // buffer: resuming from an older ID would replay stale events.
+                b"id" if !value.contains(&0) => {
+                    self.id_buffer = std::str::from_utf8(value)
+                        .ok()
+                        .filter(|id| {
+                            !id.is_empty()
+                                && reqwest::header::HeaderValue::from_bytes(id.as_bytes()).is_ok()
+                        })
+                        .map(str::to_owned);
                 }
                 // Only ASCII digits: milliseconds.
                 b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
@@ -189,7 +200,18 @@ mod tests {
         p.push(b"id: event-7\nretry: 0\ndata: x\n\n").unwrap();
         assert_eq!(p.last_event_id(), Some("event-7"));
         assert_eq!(p.retry(), Some(Duration::ZERO));
-        // An empty id resets the buffer.
+        // An event cut off before its end does not count: reconnecting asks
+        // for it again.
+        p.push(b"id: event-8\ndata: {\"partial\":").unwrap();
+        assert_eq!(p.last_event_id(), Some("event-7"));
+        p.reconnected();
+        p.push(b"data: y\n\n").unwrap();
+        assert_eq!(p.last_event_id(), Some("event-7"));
+        // An ID no header can carry clears it; an empty id resets it.
+        p.push(b"id: a\x01b\ndata: x\n\n").unwrap();
+        assert_eq!(p.last_event_id(), None);
+        p.push(b"id: caf\xc3\xa9\ndata: x\n\n").unwrap();
+        assert_eq!(p.last_event_id(), Some("café"));
         p.push(b"id\ndata: x\n\n").unwrap();
         assert_eq!(p.last_event_id(), None);
     }

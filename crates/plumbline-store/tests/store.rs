@@ -999,6 +999,8 @@ fn normalised_tools_keep_their_raw_bytes_and_are_versioned_as_rewritten() {
     assert!(String::from_utf8_lossy(&rewritten).contains("{cwd}"));
     let history = store.tool_history("docs", "figma").expect("history");
     assert_eq!(history.len(), 1, "{history:?}");
-    // Different listings all the same.
+    // Different listings all the same, but no change of the tools as
+    // compared.
     assert_ne!(a.summary.tool_set, b.summary.tool_set);
+    assert!(store.tool_set_changes("docs").expect("changes").is_empty());
 }

@@ -223,7 +223,7 @@ pub fn new_observation(c: &Collected) -> NewObservation {
     let (outcome, tools, protocol_version, server_info, capabilities, instructions, problems) =
         match &c.result {
             Ok(l) => {
-                let problems = l
+                let mut problems: Vec<Problem> = l
                     .problems
                     .iter()
                     .filter_map(|p| match p {
@@ -249,26 +249,42 @@ pub fn new_observation(c: &Collected) -> NewObservation {
                         }),
                     })
                     .collect();
+                let mut tools = Vec::with_capacity(l.tools.len());
+                for (position, t) in l.tools.iter().enumerate() {
+                    let normalized = match c.normalize.as_ref() {
+                        // Only a tool the store can read is compared at all.
+                        Some(n) if parse_tool(&t.raw).is_ok() => {
+                            match n.apply(t.name.as_deref(), &t.raw) {
+                                Ok(r) => r,
+                                Err(message) => {
+                                    problems.push(Problem {
+                                        position: u32::try_from(position).ok(),
+                                        kind: ProblemKind::Other,
+                                        tool_name: t.name.clone(),
+                                        message,
+                                    });
+                                    None
+                                }
+                            }
+                        }
+                        _ => None,
+                    };
+                    tools.push(RawTool {
+                        name: t.name.clone(),
+                        raw: t.raw.clone(),
+                        normalized: normalized.map(|r| NormalizedTool {
+                            raw: r.tool,
+                            by: r
+                                .by
+                                .into_iter()
+                                .map(|(pointer, rule)| NormalizedValue { pointer, rule })
+                                .collect(),
+                        }),
+                    });
+                }
                 (
                     StoreOutcome::Ok,
-                    l.tools
-                        .iter()
-                        .map(|t| RawTool {
-                            name: t.name.clone(),
-                            raw: t.raw.clone(),
-                            normalized: c.normalize.as_ref().and_then(|n| {
-                                let r = n.apply(t.name.as_deref(), &t.raw)?;
-                                Some(NormalizedTool {
-                                    raw: r.tool,
-                                    by: r
-                                        .by
-                                        .into_iter()
-                                        .map(|(pointer, rule)| NormalizedValue { pointer, rule })
-                                        .collect(),
-                                })
-                            }),
-                        })
-                        .collect(),
+                    tools,
                     Some(l.protocol_version.clone()),
                     l.server_info.clone(),
                     l.capabilities.clone(),

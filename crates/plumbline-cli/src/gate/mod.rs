@@ -136,7 +136,9 @@ fn compared(
     name: Option<String>,
     raw: Vec<u8>,
 ) -> (Option<String>, Vec<u8>) {
-    let rewritten = normalize.and_then(|n| n.apply(name.as_deref(), &raw));
+    // A tool the rules cannot read is compared as sent (observe records
+    // why); the gate then shows any difference as drift.
+    let rewritten = normalize.and_then(|n| n.apply(name.as_deref(), &raw).ok().flatten());
     (name, rewritten.map_or(raw, |r| r.tool))
 }
 

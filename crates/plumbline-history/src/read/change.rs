@@ -210,12 +210,7 @@ pub(super) fn load_named(
     let Some(canonical_digest) = entry.canonical_digest else {
         return Ok(None);
     };
-    let raw = store.raw_tool(&entry.raw_digest)?.ok_or_else(|| {
-        Failure::Inconsistent(format!(
-            "observation {}: the raw bytes {} are missing from the store",
-            observation.summary.id, entry.raw_digest
-        ))
-    })?;
+    let raw = super::compared_bytes(store, observation.summary.id, entry)?;
     Ok(parse_tool(&raw).ok().map(|definition| LoadedTool {
         name: name.to_owned(),
         canonical_digest,

@@ -116,17 +116,7 @@ pub fn load_tools(
         let (Some(name), Some(canonical_digest)) = (&entry.name, entry.canonical_digest) else {
             continue;
         };
-        // The tool as compared: rewritten by the server's normalisation
-        // rules when they applied, else as sent.
-        let compared = entry
-            .normalized
-            .as_ref()
-            .map_or(&entry.raw_digest, |n| &n.raw_digest);
-        let raw = store.raw_tool(compared)?.ok_or_else(|| {
-            Failure::Inconsistent(format!(
-                "observation {id}: the tool bytes {compared} are missing from the store"
-            ))
-        })?;
+        let raw = compared_bytes(store, id, entry)?;
         if let Ok(definition) = parse_tool(&raw) {
             tools.push(LoadedTool {
                 name: name.clone(),
@@ -136,6 +126,24 @@ pub fn load_tools(
         }
     }
     Ok(tools)
+}
+
+/// The bytes of a tool as compared: rewritten by the server's normalisation
+/// rules when they applied, else as sent.
+pub(crate) fn compared_bytes(
+    store: &impl Store,
+    observation: ObservationId,
+    entry: &plumbline_store::ToolEntry,
+) -> Result<Vec<u8>, Failure> {
+    let digest = entry
+        .normalized
+        .as_ref()
+        .map_or(&entry.raw_digest, |n| &n.raw_digest);
+    store.raw_tool(digest)?.ok_or_else(|| {
+        Failure::Inconsistent(format!(
+            "observation {observation}: the tool bytes {digest} are missing from the store"
+        ))
+    })
 }
 
 fn read_observation(store: &impl Store, id: ObservationId) -> Result<Observation, Failure> {

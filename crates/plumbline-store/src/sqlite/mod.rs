@@ -334,7 +334,13 @@ impl Store for SqliteStore {
                 })
                 .map_err(write_err("the previous observation"))?;
             if let Some((previous_id, previous_set)) = previous {
-                if previous_set != set {
+                // A change of the tools as compared: a listing whose bytes
+                // differ only where normalisation rules rewrote them, or in
+                // key order and white space, has the same versions.
+                let changed = previous_set != set
+                    && versions_of(&tx, previous_set).map_err(write_err("the previous tools"))?
+                        != versions_of(&tx, set).map_err(write_err("the tools"))?;
+                if changed {
                     tx.prepare_cached(
                         "INSERT INTO tool_set_changes (observation_id, server_id, previous_id)
                          VALUES (?1, ?2, ?3)",
@@ -961,6 +967,27 @@ enum ToolState {
 }
 
 /// One tool of a listing being written.
+/// Each entry's position, name, tool version id, and raw tool id when it
+/// has no version (a malformed tool).
+type Versions = Vec<(i64, Option<String>, Option<i64>, Option<i64>)>;
+
+/// The versions of a tool set: what is compared.
+fn versions_of(tx: &Transaction<'_>, tool_set_id: i64) -> rusqlite::Result<Versions> {
+    tx.prepare_cached(
+        "SELECT e.position, e.name, COALESCE(nr.tool_version_id, r.tool_version_id),
+                CASE WHEN r.tool_version_id IS NULL THEN r.id END
+         FROM tool_set_entries e
+         JOIN raw_tools r ON r.id = e.raw_tool_id
+         LEFT JOIN raw_tools nr ON nr.id = e.normalized_raw_tool_id
+         WHERE e.tool_set_id = ?1
+         ORDER BY e.position",
+    )?
+    .query_map([tool_set_id], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+    })?
+    .collect()
+}
+
 struct Entry<'a> {
     position: u32,
     name: Option<&'a str>,
