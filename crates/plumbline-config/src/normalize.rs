@@ -214,9 +214,11 @@ impl Normalizer {
     pub fn apply(&self, name: Option<&str>, raw: &[u8]) -> Result<Option<Rewritten>, String> {
         let mut tool: Value = match serde_json::from_slice(raw) {
             Ok(tool) => tool,
-            Err(e) => return Err(format!(
+            Err(e) => {
+                return Err(format!(
                 "the normalisation rules could not read the tool, so it is compared as sent: {e}"
-            )),
+            ))
+            }
         };
         if !tool.is_object() {
             return Ok(None);
