@@ -271,8 +271,10 @@ pub fn replace_url_within<'a>(
     while let Some(i) = rest.find("://") {
         // The scheme: the letters, digits, '+', '-' and '.' before "://".
         let scheme_start = rest[..i]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |j| j + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |(j, c)| j + c.len_utf8());
         let end = rest[i..]
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')'))
             .map_or(rest.len(), |j| i + j);
@@ -511,6 +513,14 @@ mod tests {
             "got <redacted ${LONGER}> and <redacted ${TOKEN}>, abc"
         );
         assert!(matches!(known.redact("nothing here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_url_after_a_multi_byte_character_is_found_without_splitting_it() {
+        assert_eq!(
+            redact_url_within("\u{fffd}https://user:pw@h/x"),
+            "\u{fffd}https://REDACTED@h/x"
+        );
     }
 
     proptest::proptest! {
