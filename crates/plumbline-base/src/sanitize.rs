@@ -39,6 +39,7 @@ pub fn needs_escape(c: char) -> bool {
 /// never what they hold: a reviewer's viewer shows `\u202e`, not a text
 /// silently reversed (Trojan Source).
 pub fn escape_hidden_in_json(json: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
     if !json.chars().any(needs_escape) {
         return std::borrow::Cow::Borrowed(json);
     }
@@ -47,7 +48,7 @@ pub fn escape_hidden_in_json(json: &str) -> std::borrow::Cow<'_, str> {
         if needs_escape(c) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
+                let _ = write!(out, "\\u{unit:04x}");
             }
         } else {
             out.push(c);

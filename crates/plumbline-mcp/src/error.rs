@@ -57,8 +57,8 @@ pub enum ListErrorKind {
     },
     /// The server stopped talking: a process that exited (its status, and
     /// the end of its stderr with the error), or a stream that closed.
-    #[error("{}", exited_message(stage, status))]
-    Exited { stage: &'static str, status: String },
+    #[error("{}", ended_message(stage, how))]
+    Exited { stage: &'static str, how: Ended },
     #[error("tools/list repeated the cursor {cursor} (page {page}); stopping instead of looping")]
     CursorRepeated { cursor: String, page: usize },
     #[error("tools/list went past {limit} pages; stopping")]
@@ -71,13 +71,25 @@ pub enum ListErrorKind {
 
 /// "the server exited (exit status: 1) before answering server/discover"
 /// for a process that is gone; what closed, otherwise.
-fn exited_message(stage: &str, status: &str) -> String {
-    if status.starts_with("exit status") || status.starts_with("signal") {
-        format!("the server exited ({status}) before answering {stage}")
-    } else if status == "still running" {
-        format!("the server closed its output during {stage}, but its process is still running")
-    } else {
-        format!("the server closed its output ({status}) during {stage}")
+/// How a server stopped talking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Its process exited, with this status (`exit status: 1`,
+    /// `signal: 9 (SIGKILL)`).
+    Process(String),
+    /// It closed its output, but its process is still running.
+    StillRunning,
+    /// A stream of it closed (`the notification stream closed`).
+    Closed(&'static str),
+}
+
+fn ended_message(stage: &str, how: &Ended) -> String {
+    match how {
+        Ended::Process(status) => format!("the server exited ({status}) before answering {stage}"),
+        Ended::StillRunning => {
+            format!("the server closed its output during {stage}, but its process is still running")
+        }
+        Ended::Closed(what) => format!("the server closed its output ({what}) during {stage}"),
     }
 }
 

@@ -178,7 +178,8 @@ pub(crate) fn extra_headers(spec: &HttpSpec) -> Result<HeaderMap, ListError> {
 }
 
 pub(crate) struct HttpTransport {
-    client: Client,
+    /// The reqwest client, and where resumptions are counted.
+    http: HttpClient,
     url: String,
     headers: HeaderMap,
     session: Option<String>,
@@ -188,7 +189,6 @@ pub(crate) struct HttpTransport {
     heard: Arc<Heard>,
     stream: Option<tokio::task::JoinHandle<()>>,
     max: usize,
-    resumptions: Arc<AtomicU64>,
 }
 
 fn status_error(method: &'static str, status: StatusCode, body: &[u8]) -> ListError {
@@ -239,8 +239,7 @@ impl HttpTransport {
         http: &HttpClient,
     ) -> Result<Self, ListError> {
         Ok(HttpTransport {
-            client: http.client.clone(),
-            resumptions: Arc::clone(&http.resumptions),
+            http: http.clone(),
             url: spec.url.clone(),
             headers: extra_headers(spec)?,
             session: None,
@@ -254,7 +253,8 @@ impl HttpTransport {
     }
 
     fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
-        self.client
+        self.http
+            .client
             .post(&self.url)
             .headers(self.request_headers(method))
             .body(body.to_string())
@@ -290,18 +290,12 @@ impl HttpTransport {
 
     /// What opens (and reopens) this session's GET stream.
     fn stream_get(&self) -> StreamGet {
-        let mut headers = self.headers.clone();
+        // A POST's headers (configured, session, version), without a body.
+        let mut headers = self.request_headers("");
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        for (name, value) in [
-            (SESSION_ID, &self.session),
-            (PROTOCOL_VERSION, &self.version),
-        ] {
-            if let Some(v) = value.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
-                headers.insert(HeaderName::from_static(name), v);
-            }
-        }
+        headers.remove(CONTENT_TYPE);
         StreamGet {
-            client: self.client.clone(),
+            client: self.http.client.clone(),
             url: self.url.clone(),
             headers,
         }
@@ -310,7 +304,7 @@ impl HttpTransport {
     /// What answers the server's requests, for this session as it stands.
     fn answerer(&self) -> Answerer {
         Answerer {
-            client: self.client.clone(),
+            client: self.http.client.clone(),
             url: self.url.clone(),
             headers: self.request_headers(""),
         }
@@ -346,6 +340,7 @@ impl HttpTransport {
         if let Some(session) = self.session.take() {
             // Ending the session politely; a server that ignores it is fine.
             let req = self
+                .http
                 .client
                 .delete(&self.url)
                 .headers(self.headers.clone())
@@ -357,9 +352,10 @@ impl HttpTransport {
     /// Opens the notification stream and waits until it is open (or known
     /// to be unavailable), then reads it in the background.
     async fn open_stream(&mut self, era: Era, deadline: Instant) -> Result<(), ListError> {
-        let req = match era {
-            Era::Session => self.stream_get().request(None),
-            Era::Stateless => self.post(
+        let get = (era == Era::Session).then(|| self.stream_get());
+        let req = match &get {
+            Some(get) => get.request(None),
+            None => self.post(
                 "subscriptions/listen",
                 &json!({
                     "jsonrpc": "2.0",
@@ -375,12 +371,7 @@ impl HttpTransport {
             // only a change during the listing could go unnoticed.
             Ok(Err(_)) | Err(_) => return Ok(()),
         };
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        if !resp.status().is_success() || !is_sse {
+        if !is_event_stream(&resp) {
             return Ok(());
         }
         let flag = Arc::clone(&self.heard);
@@ -389,9 +380,9 @@ impl HttpTransport {
         let need_ack = era == Era::Stateless;
         // A GET stream the server ends is resumed; a 2026-07-28
         // subscription is one request's answer, and ends with it.
-        let resume = (era == Era::Session).then(|| Resume {
-            get: self.stream_get(),
-            resumptions: Arc::clone(&self.resumptions),
+        let resume = get.map(|get| Resume {
+            get,
+            resumptions: Arc::clone(&self.http.resumptions),
         });
         self.stream = Some(tokio::spawn(read_notifications(
             resp,
@@ -462,7 +453,8 @@ struct StreamGet {
 impl StreamGet {
     fn request(&self, last_event_id: Option<&str>) -> reqwest::RequestBuilder {
         let mut req = self.client.get(&self.url).headers(self.headers.clone());
-        if let Some(id) = last_event_id {
+        // The parser keeps only IDs a header can carry (UTF-8 included).
+        if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_bytes(id.as_bytes()).ok()) {
             req = req.header("last-event-id", id);
         }
         req
@@ -474,13 +466,20 @@ impl StreamGet {
             .await
             .ok()?
             .ok()?;
-        let is_sse = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        (resp.status().is_success() && is_sse).then_some(resp)
+        is_event_stream(&resp).then_some(resp)
     }
+}
+
+/// Whether `resp` is a successful `text/event-stream` answer.
+fn is_event_stream(resp: &Response) -> bool {
+    resp.status().is_success() && content_type(resp).starts_with("text/event-stream")
+}
+
+fn content_type(resp: &Response) -> &str {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
 }
 
 /// The shortest wait before reconnecting, whatever `retry` says: a server
@@ -639,13 +638,7 @@ impl Transport for HttpTransport {
                 self.session = Some(s.to_owned());
             }
         }
-        let content_type = resp
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned();
-        if content_type.starts_with("text/event-stream") {
+        if content_type(&resp).starts_with("text/event-stream") {
             let mut parser = sse::Parser::new(self.max);
             let mut resp = resp;
             let mut resumed = 0;
@@ -691,7 +684,7 @@ impl Transport for HttpTransport {
                                 method,
                                 message: "the event stream ended without a response, and the server refused to resume it (GET with Last-Event-ID)".to_owned(),
                             })?;
-                        self.resumptions.fetch_add(1, Ordering::Relaxed);
+                        self.http.resumptions.fetch_add(1, Ordering::Relaxed);
                         parser.reconnected();
                         continue;
                     }
@@ -780,7 +773,7 @@ impl Transport for HttpTransport {
             if self.stream.is_none() || self.heard.closed.load(Ordering::SeqCst) {
                 return Err(ListErrorKind::Exited {
                     stage: "waiting for list_changed",
-                    status: "the notification stream closed".to_owned(),
+                    how: crate::error::Ended::Closed("the notification stream closed"),
                 }
                 .into());
             }

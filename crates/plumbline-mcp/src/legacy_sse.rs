@@ -124,7 +124,7 @@ impl SseTransport {
             let Some(chunk) = chunk else {
                 return Err(ListErrorKind::Exited {
                     stage,
-                    status: "event stream closed".to_owned(),
+                    how: crate::error::Ended::Closed("event stream closed"),
                 }
                 .into());
             };

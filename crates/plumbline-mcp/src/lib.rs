@@ -27,7 +27,7 @@ pub use environment::{
     child_environment, child_environment_from_ours, is_inherited_by_default,
     is_valid_name as is_valid_env_name, DEFAULT_INHERITED,
 };
-pub use error::ListError;
+pub use error::{Ended, ListError};
 pub use http::{HttpClient, HttpSpec};
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};

@@ -163,14 +163,11 @@ pub(crate) struct Announced {
     pub list_changed: bool,
     /// `notifications/subscriptions/acknowledged` (2026-07-28).
     pub subscribed: bool,
-    /// Requests that timed out, by id: their answers may still come.
-    abandoned: Vec<(u64, &'static str)>,
-    /// Answers to abandoned requests, with their method.
-    late: Vec<(&'static str, Reply)>,
+    /// The last request that timed out: its answer may still come.
+    abandoned: Option<(u64, &'static str)>,
+    /// That answer, when it came, with its method.
+    late: Option<(&'static str, Reply)>,
 }
-
-/// How many timed-out requests (and late answers) a connection remembers.
-const LATE_KEPT: usize = 4;
 
 impl Announced {
     pub fn note(&mut self, method: &str) {
@@ -183,33 +180,29 @@ impl Announced {
 
     /// Request `id` timed out; an answer to it is kept if it comes.
     fn abandon(&mut self, id: u64, method: &'static str) {
-        if self.abandoned.len() == LATE_KEPT {
-            self.abandoned.remove(0);
-        }
-        self.abandoned.push((id, method));
+        self.abandoned = Some((id, method));
     }
 
     /// An answer that is not to the request being waited for: kept when it
-    /// answers an abandoned request, else dropped.
+    /// answers the abandoned request, else dropped.
     fn answered_late(&mut self, id: &Value, reply: Reply) {
-        let Some(at) = self
-            .abandoned
-            .iter()
-            .position(|(a, _)| id.as_u64() == Some(*a))
-        else {
-            return;
-        };
-        let (_, method) = self.abandoned.remove(at);
-        if self.late.len() == LATE_KEPT {
-            drop(self.late.remove(0));
+        if let Some((a, method)) = self.abandoned {
+            if id.as_u64() == Some(a) {
+                self.abandoned = None;
+                self.late = Some((method, reply));
+            }
         }
-        self.late.push((method, reply));
     }
 
     /// The late answer to the abandoned `method` request, if it came.
     pub fn take_late(&mut self, method: &str) -> Option<Reply> {
-        let at = self.late.iter().position(|(m, _)| *m == method)?;
-        Some(self.late.remove(at).1)
+        match self.late.take() {
+            Some((m, reply)) if m == method => Some(reply),
+            other => {
+                self.late = other;
+                None
+            }
+        }
     }
 }
 
@@ -390,12 +383,7 @@ fn bytes(raw: Option<Box<RawValue>>) -> Option<Vec<u8>> {
 /// the late answer if it came, else `server/discover` asked again.
 async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake, ListError> {
     let probe = if t.may_be_stateless() {
-        t.request(
-            "server/discover",
-            json!({"_meta": stateless_meta()}),
-            Instant::now() + limits.discover_timeout,
-        )
-        .await
+        discover(t, limits.discover_timeout).await
     } else {
         Ok(Err(RpcError {
             code: -32601,
@@ -428,31 +416,8 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
         )
         .await;
     if unanswered && !matches!(reply, Ok(Ok(_))) {
-        // The probe's answer, if it came late: our era, or a refusal
-        // (then the server does not speak it, and is not asked again).
-        let late = t.take_late_answer("server/discover");
-        if let Some(Ok(raw)) = &late {
-            if let Some(h) = stateless(t, raw)? {
-                return Ok(h);
-            }
-        }
-        if let (None, Ok(Err(refusal))) = (&late, &reply) {
-            if serves_stateless(refusal) {
-                // Asked again; whatever goes wrong with that, the refusal
-                // of initialize is what is reported.
-                let again = t
-                    .request(
-                        "server/discover",
-                        json!({"_meta": stateless_meta()}),
-                        Instant::now() + limits.initialize_timeout,
-                    )
-                    .await;
-                if let Ok(Ok(raw)) = again {
-                    if let Ok(Some(h)) = stateless(t, &raw) {
-                        return Ok(h);
-                    }
-                }
-            }
+        if let Some(h) = stateless_after_all(t, &reply, limits).await? {
+            return Ok(h);
         }
     }
     let raw = answered("initialize", reply?)?;
@@ -466,6 +431,46 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
         capabilities: bytes(init.capabilities),
         instructions: init.instructions,
     })
+}
+
+async fn discover<T: Transport>(
+    t: &mut T,
+    within: std::time::Duration,
+) -> Result<Reply, ListError> {
+    t.request(
+        "server/discover",
+        json!({"_meta": stateless_meta()}),
+        Instant::now() + within,
+    )
+    .await
+}
+
+/// After a probe that went unanswered and an `initialize` that did not
+/// succeed: the stateless era from the probe's late answer, or, when
+/// `initialize` was refused for serving 2026-07-28, from a second probe.
+/// A late refusal of the probe means the server does not speak that era,
+/// and whatever goes wrong with the second probe, the refusal of
+/// `initialize` is what is reported.
+async fn stateless_after_all<T: Transport>(
+    t: &mut T,
+    initialize: &Result<Reply, ListError>,
+    limits: &Limits,
+) -> Result<Option<Handshake>, ListError> {
+    match t.take_late_answer("server/discover") {
+        Some(Ok(raw)) => return stateless(t, &raw),
+        Some(Err(_)) => return Ok(None),
+        None => {}
+    }
+    let Ok(Err(refusal)) = initialize else {
+        return Ok(None);
+    };
+    if !serves_stateless(refusal) {
+        return Ok(None);
+    }
+    match discover(t, limits.initialize_timeout).await {
+        Ok(Ok(raw)) => Ok(stateless(t, &raw).ok().flatten()),
+        _ => Ok(None),
+    }
 }
 
 /// The stateless handshake, if a `server/discover` answer offers our

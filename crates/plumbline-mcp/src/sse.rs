@@ -80,7 +80,7 @@ impl Parser {
             if line.is_empty() {
                 // Dispatch: the last event ID is set whether or not the
                 // event carries data (a priming event carries none).
-                self.last_event_id = self.id_buffer.clone();
+                self.last_event_id.clone_from(&self.id_buffer);
                 if self.has_data {
                     events.push(Event {
                         event: if self.event.is_empty() {
@@ -109,20 +109,22 @@ impl Parser {
                 // that no header can carry (a control character) clears the
                 // buffer: resuming from an older ID would replay stale events.
                 b"id" if !value.contains(&0) => {
+                    let carried = value
+                        .iter()
+                        .all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f));
                     self.id_buffer = std::str::from_utf8(value)
                         .ok()
-                        .filter(|id| {
-                            !id.is_empty()
-                                && reqwest::header::HeaderValue::from_bytes(id.as_bytes()).is_ok()
-                        })
+                        .filter(|id| carried && !id.is_empty())
                         .map(str::to_owned);
                 }
                 // Only ASCII digits: milliseconds.
-                b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
-                    if let Some(ms) = std::str::from_utf8(value)
-                        .ok()
-                        .and_then(|v| v.parse::<u64>().ok())
-                    {
+                b"retry" if !value.is_empty() => {
+                    let ms = value.iter().try_fold(0u64, |ms, &b| {
+                        b.is_ascii_digit()
+                            .then(|| ms.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+                            .flatten()
+                    });
+                    if let Some(ms) = ms {
                         self.retry = Some(Duration::from_millis(ms));
                     }
                 }

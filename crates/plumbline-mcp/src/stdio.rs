@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{timeout, timeout_at, Instant};
 
-use crate::error::{ListError, ListErrorKind};
+use crate::error::{Ended, ListError, ListErrorKind};
 use crate::framing::read_line;
 use crate::limits::Limits;
 use crate::listing::Era;
@@ -186,11 +186,11 @@ impl StdioTransport {
     /// The error for a server that stopped talking: its exit status if it
     /// has one within a moment.
     async fn exited(&mut self, stage: &'static str) -> ListError {
-        let status = match timeout(std::time::Duration::from_millis(500), self.child.wait()).await {
-            Ok(Ok(s)) => s.to_string(),
-            _ => "still running".to_owned(),
+        let how = match timeout(std::time::Duration::from_millis(500), self.child.wait()).await {
+            Ok(Ok(s)) => Ended::Process(s.to_string()),
+            _ => Ended::StillRunning,
         };
-        ListErrorKind::Exited { stage, status }.into()
+        ListErrorKind::Exited { stage, how }.into()
     }
 
     /// Closes stdin, waits, then SIGTERM and SIGKILL to the process group;
@@ -271,10 +271,10 @@ impl protocol::Stream for StdioTransport {
                 // A line that names "jsonrpc" was meant as a message: broken,
                 // it is an error. Anything else (a log line, a JSON log
                 // record) is output to skip.
-                Err(e)
-                    if matches!(e.kind, ListErrorKind::NotJsonRpc { .. })
-                        && !self.line.windows(9).any(|w| w == b"\"jsonrpc\"") =>
-                {
+                Err(ListError {
+                    kind: ListErrorKind::NotJsonRpc { excerpt, .. },
+                    ..
+                }) if !self.line.windows(9).any(|w| w == b"\"jsonrpc\"") => {
                     self.skipped_total += 1;
                     self.skipped_bytes += self.line.len();
                     if self.skipped_total > MAX_SKIPPED_LINES
@@ -283,15 +283,14 @@ impl protocol::Stream for StdioTransport {
                         Err(ListErrorKind::Protocol {
                             method: stage,
                             message: format!(
-                                "the server printed more than {MAX_SKIPPED_LINES} lines (or {} KiB) that are not JSON-RPC; the last: {}",
+                                "the server printed more than {MAX_SKIPPED_LINES} lines (or {} KiB) that are not JSON-RPC; the last: {excerpt}",
                                 MAX_SKIPPED_BYTES >> 10,
-                                crate::error::excerpt(&self.line, 120)
                             ),
                         }
                         .into())
                     } else {
                         if self.skipped.len() < 10 {
-                            self.skipped.push(crate::error::excerpt(&self.line, 120));
+                            self.skipped.push(excerpt);
                         }
                         Ok(None)
                     }

@@ -371,6 +371,9 @@ pub async fn run(
         start_stderr_flood();
     }
     match transport {
+        Transport::Stdio if kind == Kind::FlappingStream => {
+            anyhow::bail!("flapping-stream misbehaves on the HTTP GET stream: use --http")
+        }
         Transport::Stdio => serve_stdio(kind, terminated).await,
         Transport::Http(addr) => serve_http(kind, addr, reply_as, terminated).await,
     }

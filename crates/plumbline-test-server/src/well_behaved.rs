@@ -405,7 +405,7 @@ struct ResumesInner {
     closed_at: Option<std::time::Instant>,
     /// Each resuming GET: its `Last-Event-ID` (if any) and how long after
     /// the close it came.
-    seen: Vec<(Option<String>, Option<Duration>)>,
+    seen: Vec<(Option<String>, Duration)>,
 }
 
 impl Resumes {
@@ -417,7 +417,7 @@ impl Resumes {
             .map(|(id, after)| {
                 serde_json::json!({
                     "last_event_id": id,
-                    "ms_after_close": after.map(|d| d.as_millis() as u64),
+                    "ms_after_close": after.as_millis() as u64,
                 })
             })
             .collect();
@@ -466,7 +466,7 @@ async fn note_resumption(
                 .get("last-event-id")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            inner.seen.push((id, Some(closed_at.elapsed())));
+            inner.seen.push((id, closed_at.elapsed()));
         }
     }
     next.run(request).await
