@@ -1289,7 +1289,7 @@ async fn alerts_the_watcher_gave_up_on_are_listed_on_the_overview_escaped() {
             .expect("enqueue")
             .expect("new");
         store
-            .mark_alert_failed(id, "HTTP 503 <script>x</script>", T0 + 1, None)
+            .give_up_alert(id, "HTTP 503 <script>x</script>", T0 + 1)
             .expect("given up");
     }
     let a = get(&router, "/").await;

@@ -221,16 +221,14 @@ pub trait Store {
     /// Marks an alert delivered.
     fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError>;
 
-    /// Records a failed delivery attempt at `at_ms`: the alert is tried
-    /// again at `retry_at_ms`, or, when that is `None`, given up on (marked
-    /// failed, kept with its error, never tried again).
-    fn mark_alert_failed(
-        &mut self,
-        id: AlertId,
-        error: &str,
-        at_ms: i64,
-        retry_at_ms: Option<i64>,
-    ) -> Result<(), StoreError>;
+    /// Records a failed delivery attempt: the alert is tried again at
+    /// `retry_at_ms`.
+    fn retry_alert(&mut self, id: AlertId, error: &str, retry_at_ms: i64)
+        -> Result<(), StoreError>;
+
+    /// Records a last failed delivery attempt at `at_ms`: the alert is
+    /// given up on (marked failed, kept with its error, never tried again).
+    fn give_up_alert(&mut self, id: AlertId, error: &str, at_ms: i64) -> Result<(), StoreError>;
 
     /// Gives up on every pending alert of `channel` (one no longer
     /// configured), recording `reason`; returns how many.

@@ -527,7 +527,7 @@ fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries() {
             .expect("enqueue")
             .expect("new key");
         store
-            .mark_alert_failed(second, "HTTP 503", 4, Some(5_000))
+            .retry_alert(second, "HTTP 503", 5_000)
             .expect("failed");
         store
             .mark_alert_delivered(first.unwrap(), 10)
@@ -602,7 +602,7 @@ fn alerts_are_due_per_channel_in_order_and_failed_ones_are_kept_not_retried() {
 
     // A failed attempt moves the alert's next try out; the other stays due.
     store
-        .mark_alert_failed(a, "HTTP 503", 10, Some(1_000))
+        .retry_alert(a, "HTTP 503", 1_000)
         .expect("retry later");
     assert_eq!(keys(store.due_alerts("hooks", 999, 10).expect("due")), [b]);
     assert_eq!(
@@ -614,9 +614,7 @@ fn alerts_are_due_per_channel_in_order_and_failed_ones_are_kept_not_retried() {
     assert_eq!(store.next_alert_due("hooks").expect("next"), Some(1_000));
 
     // Past its attempts: failed, kept with its error, never due again.
-    store
-        .mark_alert_failed(a, "HTTP 503", 1_001, None)
-        .expect("give up");
+    store.give_up_alert(a, "HTTP 503", 1_001).expect("give up");
     assert!(store
         .due_alerts("hooks", i64::MAX, 10)
         .expect("due")

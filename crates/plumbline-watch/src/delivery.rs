@@ -277,7 +277,7 @@ impl Delivery {
                 };
                 self.metrics.delivered(false);
                 if attempt >= self.policy.attempts {
-                    self.store.mark_alert_failed(alert.id, &error, at, None)?;
+                    self.store.give_up_alert(alert.id, &error, at)?;
                     self.metrics.abandoned();
                     tracing::error!(
                         channel = %self.channel,
@@ -291,8 +291,7 @@ impl Delivery {
                 } else {
                     let wait = self.policy.retry_after(attempt, &mut self.jitter);
                     let retry_at = at + wait.as_millis() as i64;
-                    self.store
-                        .mark_alert_failed(alert.id, &error, at, Some(retry_at))?;
+                    self.store.retry_alert(alert.id, &error, retry_at)?;
                     tracing::warn!(
                         channel = %self.channel,
                         server = %alert.server,

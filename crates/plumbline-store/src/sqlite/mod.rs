@@ -707,25 +707,25 @@ impl Store for SqliteStore {
         )
     }
 
-    fn mark_alert_failed(
+    fn retry_alert(
         &mut self,
         id: AlertId,
         error: &str,
-        at_ms: i64,
-        retry_at_ms: Option<i64>,
+        retry_at_ms: i64,
     ) -> Result<(), StoreError> {
-        match retry_at_ms {
-            Some(retry) => self.update_alert(
-                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, next_attempt_at_ms = ?3
-                 WHERE id = ?1",
-                params![id.0, error, retry],
-            ),
-            None => self.update_alert(
-                "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, failed_at_ms = ?3
-                 WHERE id = ?1",
-                params![id.0, error, at_ms],
-            ),
-        }
+        self.update_alert(
+            "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, next_attempt_at_ms = ?3
+             WHERE id = ?1",
+            params![id.0, error, retry_at_ms],
+        )
+    }
+
+    fn give_up_alert(&mut self, id: AlertId, error: &str, at_ms: i64) -> Result<(), StoreError> {
+        self.update_alert(
+            "UPDATE alerts SET attempts = attempts + 1, last_error = ?2, failed_at_ms = ?3
+             WHERE id = ?1",
+            params![id.0, error, at_ms],
+        )
     }
 
     fn retire_alerts(
