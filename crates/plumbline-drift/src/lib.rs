@@ -57,28 +57,6 @@ impl Change {
         }
     }
 
-    /// The change a kind's name stands for; a rename needs the old name.
-    pub fn from_kind(kind: &str, from: Option<&str>) -> Option<Change> {
-        Some(match (kind, from) {
-            ("added", _) => Change::Added,
-            ("removed", _) => Change::Removed,
-            ("changed", _) => Change::Changed,
-            ("unchanged", _) => Change::Unchanged,
-            ("renamed", Some(from)) => Change::Renamed {
-                from: from.to_owned(),
-            },
-            _ => return None,
-        })
-    }
-
-    /// For people: the kind, and for a rename the old name.
-    pub fn label(&self) -> String {
-        match self {
-            Change::Renamed { from } => format!("renamed from {from}"),
-            other => other.kind().to_owned(),
-        }
-    }
-
     fn order(&self) -> u8 {
         match self {
             Change::Added => 0,
@@ -109,10 +87,6 @@ impl ToolDrift {
     /// One tool's drift graded by `classification`, with the drift policy's
     /// floor (an added tool is at least LOW).
     pub fn graded(name: &str, change: Change, classification: Classification) -> ToolDrift {
-        ToolDrift::new(name, change, classification)
-    }
-
-    fn new(name: &str, change: Change, classification: Classification) -> ToolDrift {
         let floor = if change == Change::Added {
             Severity::Low
         } else {
@@ -243,7 +217,7 @@ pub fn drift_among(
             } else {
                 (Change::Changed, classifier.classify_in(a, b, &inventory))
             };
-            tools.push(ToolDrift::new(name, change, c));
+            tools.push(ToolDrift::graded(name, change, c));
         }
         removed.extend(o.iter().skip(n.len()).map(|v| (name, *v)));
         added.extend(n.iter().skip(o.len()).map(|v| (name, *v)));
@@ -289,14 +263,14 @@ pub fn drift_among(
     }
     for (a, (name, def)) in added.iter().enumerate() {
         let tool = match paired_added[a] {
-            Some(r) => ToolDrift::new(
+            Some(r) => ToolDrift::graded(
                 name,
                 Change::Renamed {
                     from: removed[r].0.to_owned(),
                 },
                 classifier.classify_in(removed[r].1, def, &inventory),
             ),
-            None => ToolDrift::new(
+            None => ToolDrift::graded(
                 name,
                 Change::Added,
                 classifier.classify_added(def, &inventory),
@@ -306,7 +280,7 @@ pub fn drift_among(
     }
     for (i, (name, _)) in removed.iter().enumerate() {
         if !paired_removed[i] {
-            tools.push(ToolDrift::new(name, Change::Removed, none()));
+            tools.push(ToolDrift::graded(name, Change::Removed, none()));
         }
     }
 

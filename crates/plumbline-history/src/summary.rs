@@ -6,10 +6,10 @@
 
 use plumbline_drift::{Change, ToolDrift};
 use plumbline_taxonomy::{RuleId, Severity};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The grade of one tool's change, without its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolChange {
     /// The tool's name (for a rename, the new name).
     pub name: String,
@@ -37,7 +37,7 @@ impl ToolChange {
 
 /// The changes of one observation: every tool that did not stay the same,
 /// worst first (the order of `plumbline_drift::Drift::tools`).
-#[derive(Debug, Default, PartialEq, Serialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Changes {
     pub severity: Severity,
     pub tools: Vec<ToolChange>,
@@ -64,31 +64,7 @@ impl Changes {
     /// The stored form read back; `None` for anything else, which is then
     /// graded again.
     pub fn decode(bytes: &[u8]) -> Option<Changes> {
-        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-        let severity = v.get("severity")?.as_str()?.parse().ok()?;
-        let tools = v
-            .get("tools")?
-            .as_array()?
-            .iter()
-            .map(|t| {
-                let change = Change::from_kind(
-                    t.get("kind")?.as_str()?,
-                    t.get("from").and_then(serde_json::Value::as_str),
-                )?;
-                Some(ToolChange {
-                    name: t.get("name")?.as_str()?.to_owned(),
-                    change,
-                    severity: t.get("severity")?.as_str()?.parse().ok()?,
-                    rules: t
-                        .get("rules")?
-                        .as_array()?
-                        .iter()
-                        .map(|r| r.as_str()?.parse().ok())
-                        .collect::<Option<_>>()?,
-                })
-            })
-            .collect::<Option<_>>()?;
-        Some(Changes { severity, tools })
+        serde_json::from_slice(bytes).ok()
     }
 }
 

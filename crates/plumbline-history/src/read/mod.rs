@@ -181,22 +181,41 @@ pub fn changes_between(
     if let Some(hit) = grader.cache.get(&key) {
         return Ok(hit);
     }
-    if let Some(stored) = store
-        .drift_summary(&old_set, &new_set, grader.key())?
-        .and_then(|bytes| Changes::decode(&bytes))
-    {
-        let stored = Arc::new(stored);
-        grader.cache.put(key, Arc::clone(&stored));
-        return Ok(stored);
-    }
-    // Not recorded under this grader: grade it here, keep it in memory.
-    let tools = graded_between(store, grader, old, new)?;
-    let changes = Arc::new(Changes {
-        severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
-        tools: tools.iter().map(ToolChange::of).collect(),
-    });
+    let changes = match stored_summary(store, grader, &old_set, &new_set)? {
+        Some(stored) => stored,
+        // Not recorded under this grader: grade it here, keep it in memory.
+        None => graded_summary(store, grader, old, new)?,
+    };
+    let changes = Arc::new(changes);
     grader.cache.put(key, Arc::clone(&changes));
     Ok(changes)
+}
+
+/// The summary the store holds for a change under `grader`'s key, if it
+/// holds one it can read.
+fn stored_summary(
+    store: &impl Store,
+    grader: &Grader,
+    old_set: &Digest,
+    new_set: &Digest,
+) -> Result<Option<Changes>, Failure> {
+    Ok(store
+        .drift_summary(old_set, new_set, grader.key())?
+        .and_then(|bytes| Changes::decode(&bytes)))
+}
+
+/// The summary of the change from `old` to `new`, graded now.
+fn graded_summary(
+    store: &impl Store,
+    grader: &Grader,
+    old: &ObservationSummary,
+    new: &ObservationSummary,
+) -> Result<Changes, Failure> {
+    let tools = graded_between(store, grader, old, new)?;
+    Ok(Changes {
+        severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
+        tools: tools.iter().map(ToolChange::of).collect(),
+    })
 }
 
 /// Writes the summary of every change of every server that the store lacks
@@ -211,17 +230,10 @@ pub fn backfill(store: &mut impl Store, grader: &Grader) -> Result<usize, Failur
             let (Some(old_set), Some(new_set)) = (old.tool_set, new.tool_set) else {
                 continue;
             };
-            let stored = store
-                .drift_summary(&old_set, &new_set, grader.key())?
-                .and_then(|bytes| Changes::decode(&bytes));
-            if stored.is_some() {
+            if stored_summary(store, grader, &old_set, &new_set)?.is_some() {
                 continue;
             }
-            let tools = graded_between(store, grader, &old, &new)?;
-            let changes = Changes {
-                severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
-                tools: tools.iter().map(ToolChange::of).collect(),
-            };
+            let changes = graded_summary(store, grader, &old, &new)?;
             store.put_drift_summary(&old_set, &new_set, grader.key(), &changes.encode())?;
             grader.cache.put((old_set, new_set), Arc::new(changes));
             written += 1;

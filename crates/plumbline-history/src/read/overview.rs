@@ -33,9 +33,13 @@ pub fn server_overview(
     let reviewed: BTreeSet<(ObservationId, String)> =
         reviews(store, &server.name)?.into_keys().collect();
     let last = store.timeline(&server.name, 1)?.into_iter().next();
-    let tool_count = store
-        .latest_successful(&server.name, None)?
-        .map(|s| s.tool_count);
+    // The latest successful observation's: the last one's, unless it failed.
+    let tool_count = match &last {
+        Some(l) if l.outcome.is_ok() => Some(l.tool_count),
+        _ => store
+            .latest_successful(&server.name, None)?
+            .map(|s| s.tool_count),
+    };
     let mut row = ServerOverview {
         name: server.name,
         identity: server.identity,
@@ -65,9 +69,7 @@ pub fn server_overview(
 /// The server called `name` (404 when the store has none).
 pub fn server(store: &impl Store, name: &str) -> Result<Server, Failure> {
     store
-        .servers()?
-        .into_iter()
-        .find(|s| s.name == name)
+        .server(name)?
         .ok_or_else(|| Failure::NotFound(format!("there is no server {name:?} in the store")))
 }
 
