@@ -329,33 +329,10 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
 /// Why a delivery failed after its retries.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
-    #[error("webhook {url}: {message} (after {attempts} attempts)")]
-    Webhook {
-        url: String,
-        attempts: u32,
-        message: String,
-    },
+    #[error("webhook {url}: {message}")]
+    Webhook { url: String, message: String },
     #[error("hook `{command}`: {message}")]
     Hook { command: String, message: String },
-}
-
-/// Retry policy for webhooks: `attempts` tries, waiting `first_backoff`,
-/// then twice as long each time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retry {
-    pub attempts: u32,
-    pub first_backoff: Duration,
-    pub timeout: Duration,
-}
-
-impl Default for Retry {
-    fn default() -> Self {
-        Retry {
-            attempts: 4,
-            first_backoff: Duration::from_millis(500),
-            timeout: Duration::from_secs(10),
-        }
-    }
 }
 
 /// The shape of a webhook's body.
@@ -367,82 +344,52 @@ pub enum WebhookFormat {
     Slack,
 }
 
-/// Posts `alert` to `url`, retrying non-2xx answers and connection errors
-/// with exponential backoff. Returns the number of attempts it took.
-pub async fn post_webhook(
-    client: &reqwest::Client,
-    url: &str,
-    format: WebhookFormat,
-    secret: Option<&[u8]>,
-    alert: &Alert,
-    retry: Retry,
-) -> Result<u32, DeliveryError> {
-    let body = match format {
-        WebhookFormat::Generic => alert.body(),
-        WebhookFormat::Slack => alert.slack_body(),
-    };
-    post_body(client, url, format, secret, &body, retry).await
-}
-
-/// Posts an already-built payload (as kept in the store's outbox), signed
-/// when `secret` is set and the format is generic, with the same retries.
+/// Posts an already-built payload (as kept in the store's outbox) to
+/// `url` once, signed when `secret` is set and the format is generic. It
+/// is not retried here: the watcher's outbox decides when to try again,
+/// and keeps the alert until then.
 pub async fn post_body(
     client: &reqwest::Client,
     url: &str,
     format: WebhookFormat,
     secret: Option<&[u8]>,
     body: &[u8],
-    retry: Retry,
-) -> Result<u32, DeliveryError> {
-    let body = body.to_vec();
-    let mut backoff = retry.first_backoff;
-    let mut last = String::new();
-    for attempt in 1..=retry.attempts.max(1) {
-        let mut req = client
-            .post(url)
-            .timeout(retry.timeout)
-            .header("Content-Type", "application/json")
-            .header(
-                "User-Agent",
-                concat!("plumbline/", env!("CARGO_PKG_VERSION")),
-            )
-            .body(body.clone());
-        if let (Some(secret), WebhookFormat::Generic) = (secret, format) {
-            req = req.header(SIGNATURE_HEADER, sign(secret, &body));
-        }
-        match req.send().await {
-            Ok(resp) if resp.status().is_success() => return Ok(attempt),
-            Ok(resp) if resp.status().is_redirection() => {
-                // Never retried: the answer will not change, and the body
-                // goes only where it was configured to go.
-                let to = resp
-                    .headers()
-                    .get(reqwest::header::LOCATION)
-                    .and_then(|l| l.to_str().ok())
-                    .map(|l| redact_url(l).into_owned())
-                    .unwrap_or_default();
-                return Err(DeliveryError::Webhook {
-                    url: redact_url(url).into_owned(),
-                    attempts: attempt,
-                    message: format!(
-                        "HTTP {} redirect to {to:?} not followed: alerts go only to the configured URL",
-                        resp.status()
-                    ),
-                });
-            }
-            Ok(resp) => last = format!("HTTP {}", resp.status()),
-            Err(e) => last = plumbline_base::error_chain(&e),
-        }
-        if attempt < retry.attempts {
-            tokio::time::sleep(backoff).await;
-            backoff *= 2;
-        }
-    }
-    Err(DeliveryError::Webhook {
+    timeout: Duration,
+) -> Result<(), DeliveryError> {
+    let fail = |message: String| DeliveryError::Webhook {
         url: redact_url(url).into_owned(),
-        attempts: retry.attempts.max(1),
-        message: last,
-    })
+        message,
+    };
+    let mut req = client
+        .post(url)
+        .timeout(timeout)
+        .header("Content-Type", "application/json")
+        .header(
+            "User-Agent",
+            concat!("plumbline/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(body.to_vec());
+    if let (Some(secret), WebhookFormat::Generic) = (secret, format) {
+        req = req.header(SIGNATURE_HEADER, sign(secret, body));
+    }
+    match req.send().await {
+        Ok(resp) if resp.status().is_success() => Ok(()),
+        Ok(resp) if resp.status().is_redirection() => {
+            // The body goes only where it was configured to go.
+            let to = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(|l| redact_url(l).into_owned())
+                .unwrap_or_default();
+            Err(fail(format!(
+                "HTTP {} redirect to {to:?} not followed: alerts go only to the configured URL",
+                resp.status()
+            )))
+        }
+        Ok(resp) => Err(fail(format!("HTTP {}", resp.status()))),
+        Err(e) => Err(fail(plumbline_base::error_chain(&e))),
+    }
 }
 
 /// A reqwest client for webhooks (rustls with the ring provider). It
@@ -466,19 +413,9 @@ pub struct Hook {
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
 }
 
-/// Runs `hook`, writing the alert's JSON to its stdin; it must exit 0
-/// within `timeout`.
-pub async fn run_hook(hook: &Hook, alert: &Alert, timeout: Duration) -> Result<(), DeliveryError> {
-    run_hook_with(hook, &alert.body(), timeout).await
-}
-
 /// Runs a hook with an already-built payload (as kept in the outbox) on
 /// its stdin; it must exit 0 within `timeout`.
-pub async fn run_hook_with(
-    hook: &Hook,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<(), DeliveryError> {
+pub async fn run_hook(hook: &Hook, body: &[u8], timeout: Duration) -> Result<(), DeliveryError> {
     let command = hook.command.as_str();
     use tokio::io::AsyncWriteExt;
     let fail = |message: String| DeliveryError::Hook {

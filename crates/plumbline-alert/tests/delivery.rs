@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::Router;
 use plumbline_alert::{
-    client, post_webhook, run_hook, verify, Alert, Hook, Retry, WebhookFormat, SIGNATURE_HEADER,
+    client, post_body, run_hook, verify, Alert, Hook, WebhookFormat, SIGNATURE_HEADER,
 };
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::{Classifier, Severity};
@@ -102,13 +102,7 @@ fn rug_pull_alerts(minimum: Severity) -> Vec<Alert> {
     )]
 }
 
-fn quick() -> Retry {
-    Retry {
-        attempts: 4,
-        first_backoff: Duration::from_millis(20),
-        timeout: Duration::from_secs(5),
-    }
-}
+const TIMEOUT: Duration = Duration::from_secs(5);
 
 #[tokio::test]
 async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
@@ -119,19 +113,18 @@ async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
         "the cosmetic edit is below the minimum: {alerts:?}"
     );
     let (url, state) = receiver(0).await;
-    let attempts = post_webhook(
+    post_body(
         &client().unwrap(),
         &url,
         WebhookFormat::Generic,
         Some(b"s3cret"),
-        &alerts[0],
-        quick(),
+        &alerts[0].body(),
+        TIMEOUT,
     )
     .await
     .expect("delivered");
-    assert_eq!(attempts, 1);
     let r = state.lock().unwrap();
-    assert_eq!(r.accepted.len(), 1);
+    assert_eq!((r.attempts, r.accepted.len()), (1, 1));
     let (body, sig) = &r.accepted[0];
     assert!(verify(b"s3cret", body, sig.as_deref().expect("signed")));
     let v: serde_json::Value = serde_json::from_slice(body).unwrap();
@@ -144,45 +137,44 @@ async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
     assert_eq!(v["observation"], 7);
 }
 
+/// One attempt, no retries of its own (the watcher's outbox retries):
+/// a refusal is an error naming the status, and the slack body is not
+/// signed even with a secret.
 #[tokio::test]
-async fn a_receiver_that_fails_twice_gets_the_alert_exactly_once() {
+async fn a_refused_delivery_is_one_attempt_returned_as_an_error() {
     let alert = rug_pull_alerts(Severity::Low).remove(0);
-    let (url, state) = receiver(2).await;
-    let attempts = post_webhook(
-        &client().unwrap(),
-        &url,
-        WebhookFormat::Generic,
-        None,
-        &alert,
-        quick(),
-    )
-    .await
-    .expect("delivered on the third try");
-    assert_eq!(attempts, 3);
-    let r = state.lock().unwrap();
-    assert_eq!((r.attempts, r.accepted.len()), (3, 1));
-    assert!(r.accepted[0].1.is_none(), "no secret, no signature");
-}
-
-#[tokio::test]
-async fn a_delivery_that_keeps_failing_is_returned_as_an_error_not_dropped() {
-    let alert = rug_pull_alerts(Severity::Low).remove(0);
-    let (url, state) = receiver(usize::MAX).await;
-    let err = post_webhook(
+    let (url, state) = receiver(1).await;
+    let err = post_body(
         &client().unwrap(),
         &url,
         WebhookFormat::Slack,
-        None,
-        &alert,
-        quick(),
+        Some(b"s3cret"),
+        &alert.slack_body(),
+        TIMEOUT,
     )
     .await
     .unwrap_err();
     assert!(
-        err.to_string().contains("503") && err.to_string().contains("4 attempts"),
+        err.to_string().contains("503") && err.to_string().contains(&url),
         "{err}"
     );
-    assert_eq!(state.lock().unwrap().attempts, 4);
+    assert_eq!(state.lock().unwrap().attempts, 1);
+
+    post_body(
+        &client().unwrap(),
+        &url,
+        WebhookFormat::Slack,
+        Some(b"s3cret"),
+        &alert.slack_body(),
+        TIMEOUT,
+    )
+    .await
+    .expect("accepted the second time");
+    let r = state.lock().unwrap();
+    assert_eq!(r.accepted.len(), 1);
+    assert!(r.accepted[0].1.is_none(), "slack bodies are not signed");
+    let v: serde_json::Value = serde_json::from_slice(&r.accepted[0].0).unwrap();
+    assert!(v["text"].is_string(), "{v}");
 }
 
 fn sh(script: String, env: &[(&str, &str)]) -> Hook {
@@ -210,7 +202,7 @@ async fn a_command_hook_reads_the_alert_on_stdin_with_only_its_environment() {
         format!("cat > {}; env > {}", out.display(), env_out.display()),
         &[("HOOK_ONLY", "given")],
     );
-    run_hook(&hook, &alert, Duration::from_secs(10))
+    run_hook(&hook, &alert.body(), Duration::from_secs(10))
         .await
         .expect("hook ran");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -227,9 +219,13 @@ async fn a_command_hook_reads_the_alert_on_stdin_with_only_its_environment() {
         "the test runs under cargo"
     );
 
-    let err = run_hook(&sh("exit 4".into(), &[]), &alert, Duration::from_secs(10))
-        .await
-        .unwrap_err();
+    let err = run_hook(
+        &sh("exit 4".into(), &[]),
+        &alert.body(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap_err();
     assert!(err.to_string().contains("exit status: 4"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

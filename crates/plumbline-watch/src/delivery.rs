@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use plumbline_alert::{post_body, run_hook_with, Hook, Retry, WebhookFormat};
+use plumbline_alert::{post_body, run_hook, Hook, WebhookFormat};
 use plumbline_config::{AlertConfig, Config, Target};
 use plumbline_store::time::now_ms;
 use plumbline_store::{OutboxAlert, SqliteStore, Store};
@@ -359,11 +359,6 @@ async fn send(
     client: &reqwest::Client,
     timeout: Duration,
 ) -> Result<(), String> {
-    let once = Retry {
-        attempts: 1,
-        first_backoff: Duration::ZERO,
-        timeout,
-    };
     match target {
         Target::Webhook { url, secret, .. } => post_body(
             client,
@@ -371,15 +366,15 @@ async fn send(
             WebhookFormat::Generic,
             secret.as_deref().map(str::as_bytes),
             body,
-            once,
+            timeout,
         )
         .await
-        .map(|_| ())
         .map_err(|e| e.to_string()),
-        Target::Slack { url, .. } => post_body(client, url, WebhookFormat::Slack, None, body, once)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string()),
+        Target::Slack { url, .. } => {
+            post_body(client, url, WebhookFormat::Slack, None, body, timeout)
+                .await
+                .map_err(|e| e.to_string())
+        }
         Target::Jsonl => {
             use std::io::Write as _;
             let mut out = std::io::stdout().lock();
@@ -400,7 +395,7 @@ async fn send(
                 args: args.clone(),
                 env: plumbline_mcp::child_environment_from_ours(inherit_env, env),
             };
-            run_hook_with(&hook, body, timeout)
+            run_hook(&hook, body, timeout)
                 .await
                 .map_err(|e| e.to_string())
         }
