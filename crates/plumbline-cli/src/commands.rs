@@ -94,11 +94,7 @@ pub fn observe_and_record(
     if servers.is_empty() {
         bail!("no servers configured: add them to plumbline.toml (see README) or run plumbline discover");
     }
-    let progress = if format == Format::Json {
-        plumbline_watch::observe::Progress::Quiet
-    } else {
-        plumbline_watch::observe::Progress::OnTerminal
-    };
+    let progress = plumbline_watch::observe::Progress::unless(format == Format::Json);
     let collected = runtime()?.block_on(collect(servers, limits, concurrency, progress))?;
     if let Some(dir) = save {
         for c in &collected {

@@ -346,10 +346,16 @@ impl Config {
         let path = std::env::var_os("PLUMBLINE_CONFIG")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("plumbline.toml"));
+        Ok(Config::taxonomy_in(&path)?.unwrap_or_default())
+    }
+
+    /// The `taxonomy` the registry at `path` names, if it exists and names
+    /// one. A registry that exists but cannot be read is an error.
+    pub fn taxonomy_in(path: &Path) -> Result<Option<Taxonomy>> {
         if !path.exists() {
-            return Ok(Taxonomy::default());
+            return Ok(None);
         }
-        Ok(Config::load(&path)?.taxonomy(None))
+        Ok(Config::load(path)?.taxonomy)
     }
 
     /// The servers named in `only` (all when empty), in name order; an

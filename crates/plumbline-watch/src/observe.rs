@@ -58,6 +58,15 @@ pub enum Progress {
 }
 
 impl Progress {
+    /// Progress on a terminal, unless the output is for a program.
+    pub fn unless(machine_readable: bool) -> Progress {
+        if machine_readable {
+            Progress::Quiet
+        } else {
+            Progress::OnTerminal
+        }
+    }
+
     fn shown(self) -> bool {
         self == Progress::OnTerminal && std::io::stderr().is_terminal()
     }

@@ -24,11 +24,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     let (lock, baseline_file) = if args.against_store {
         let store = crate::commands::open_existing_store(args.store.path.as_deref())?;
         let path = store.path().to_path_buf();
-        let configured = if args.config.path.exists() {
-            Config::load(&args.config.path)?.taxonomy
-        } else {
-            None
-        };
+        let configured = Config::taxonomy_in(&args.config.path)?;
         let taxonomy = args.taxonomy.taxonomy.or(configured).unwrap_or_default();
         (LockFile::from_store(&store, &args.servers, taxonomy)?, path)
     } else {
@@ -58,18 +54,16 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         args.tools.as_deref(),
         &args.config.path,
         &servers,
-        progress_for(args.format != CheckFormat::Human),
+        plumbline_watch::observe::Progress::unless(args.format != CheckFormat::Human),
     )?;
     let classifier = Classifier::for_taxonomy(taxonomy);
     let mut results = Vec::new();
     for server in &servers {
         let Some(locked) = lock.servers.get(server) else {
-            results.push(ServerCheck {
-                server: server.clone(),
-                status: "unavailable",
-                error: Some(format!("{server:?} is not in {source}")),
-                drift: None,
-            });
+            results.push(ServerCheck::unavailable(
+                server,
+                format!("{server:?} is not in {source}"),
+            ));
             continue;
         };
         let now = currents
@@ -93,21 +87,14 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         let tools = match now.map(|c| c.tools) {
             Some(Ok(t)) => t,
             Some(Err(e)) => {
-                results.push(ServerCheck {
-                    server: server.clone(),
-                    status: "unavailable",
-                    error: Some(e),
-                    drift: None,
-                });
+                results.push(ServerCheck::unavailable(server, e));
                 continue;
             }
             None => {
-                results.push(ServerCheck {
-                    server: server.clone(),
-                    status: "unavailable",
-                    error: Some("no current listing".to_owned()),
-                    drift: None,
-                });
+                results.push(ServerCheck::unavailable(
+                    server,
+                    "no current listing".into(),
+                ));
                 continue;
             }
         };

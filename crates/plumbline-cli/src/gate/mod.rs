@@ -190,11 +190,14 @@ pub struct ServerCheck {
     pub drift: Option<Drift>,
 }
 
-/// Progress on a terminal, unless the output is for a program.
-fn progress_for(machine_readable: bool) -> plumbline_watch::observe::Progress {
-    if machine_readable {
-        plumbline_watch::observe::Progress::Quiet
-    } else {
-        plumbline_watch::observe::Progress::OnTerminal
+impl ServerCheck {
+    /// A server that could not be evaluated, and why.
+    fn unavailable(server: &str, error: String) -> ServerCheck {
+        ServerCheck {
+            server: server.to_owned(),
+            status: "unavailable",
+            error: Some(error),
+            drift: None,
+        }
     }
 }

@@ -24,21 +24,16 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         (args.servers.clone(), Vec::new())
     };
     // --taxonomy, else the registry's, else the lock's own.
-    let configured = if args.config.path.exists() {
-        Config::load(&args.config.path)?.taxonomy
-    } else {
-        None
-    };
     let taxonomy = args
         .taxonomy
         .taxonomy
-        .or(configured)
+        .or(Config::taxonomy_in(&args.config.path)?)
         .unwrap_or_else(|| lock.taxonomy());
     let currents = current(
         args.tools.as_deref(),
         &args.config.path,
         &servers,
-        progress_for(args.format == crate::cli::Format::Json),
+        plumbline_watch::observe::Progress::unless(args.format == crate::cli::Format::Json),
     )?;
     if currents.is_empty() {
         bail!("no servers to pin: configure them in plumbline.toml, or pass --tools");
