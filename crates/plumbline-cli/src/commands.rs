@@ -399,7 +399,6 @@ pub fn show(args: &ShowArgs) -> Result<Outcome> {
     Ok(Outcome::Clean)
 }
 
-/// The demo's working directory: a fresh temporary folder.
 /// The demo's folder: one per user, emptied at the start of each run, so
 /// that the store stays for the commands the demo suggests and runs do not
 /// pile up.

@@ -9,11 +9,13 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs `plumbline ARGS` in `dir`, with no store or registry taken from
-/// the environment.
+/// the environment, and `dir` as its temporary directory (the demo's
+/// folder goes there, not into the user's).
 pub fn plumbline(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_plumbline"))
         .args(args)
         .current_dir(dir)
+        .env("TMPDIR", dir)
         .env_remove("PLUMBLINE_STORE")
         .env_remove("PLUMBLINE_CONFIG")
         .output()
