@@ -168,7 +168,8 @@ fn names_loopback(headers: &HeaderMap) -> bool {
             None => return false,
         },
         None => match host.rsplit_once(':') {
-            Some((name, port)) => (name, &host[name.len()..][..port.len() + 1]),
+            // The port with its colon: `:8080`.
+            Some((name, _)) => (name, &host[name.len()..]),
             None => (host, ""),
         },
     };

@@ -79,13 +79,10 @@ pub(super) fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
                 ServerConfig::Http { headers, .. } | ServerConfig::Sse { headers, .. } => ("header", headers),
             };
             for key in literal_keys {
-                let base = format!("PLUMBLINE_{}_{}", env_name(&f.name), env_name(&key));
-                let mut var = base.clone();
-                let mut n = 2;
-                while !vars.insert(var.clone()) {
-                    var = format!("{base}_{n}");
-                    n += 1;
-                }
+                let var = fresh_variable(
+                    &mut vars,
+                    format!("PLUMBLINE_{}_{}", env_name(&f.name), env_name(&key)),
+                );
                 map.insert(key.clone(), format!("${{{var}}}"));
                 f.notes.push(format!(
                     "{what} {key}: the value in {} is not a variable reference, so it is not copied; set {var} to it",
@@ -98,13 +95,7 @@ pub(super) fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
             let server = env_name(&f.name);
             let mut moved: Vec<(String, String)> = Vec::new();
             let mut to_variable = |key: &str, _value: &str| -> String {
-                let base = format!("PLUMBLINE_{server}_{}", env_name(key));
-                let mut var = base.clone();
-                let mut n = 2;
-                while !vars.insert(var.clone()) {
-                    var = format!("{base}_{n}");
-                    n += 1;
-                }
+                let var = fresh_variable(&mut vars, format!("PLUMBLINE_{server}_{}", env_name(key)));
                 moved.push((key.to_owned(), var.clone()));
                 format!("${{{var}}}")
             };
@@ -162,6 +153,17 @@ pub(super) fn sanitize_name(name: &str) -> String {
     // ASCII only by now, so any byte index is a character boundary.
     out.truncate(MAX_NAME);
     out
+}
+
+/// `base`, or `base_2`, `base_3`, … when taken; recorded as taken.
+fn fresh_variable(taken: &mut BTreeSet<String>, base: String) -> String {
+    let mut var = base.clone();
+    let mut n = 2;
+    while !taken.insert(var.clone()) {
+        var = format!("{base}_{n}");
+        n += 1;
+    }
+    var
 }
 
 /// `base`, or `base-<client>` (then `base-<client>-2`, …) when taken, within

@@ -267,12 +267,7 @@ pub(super) async fn raw(
         .with_store(move |store, _| {
             changes::server(&*store, &name)?;
             let id = views::observation_id(&id)?;
-            let observation = store
-                .observation(id)?
-                .filter(|o| o.summary.server == name)
-                .ok_or_else(|| {
-                    Failure::NotFound(format!("there is no observation {id} of {name:?}"))
-                })?;
+            let observation = changes::observation_of(&*store, &name, id)?;
             let bytes = changes::tool_bytes(&*store, &observation, &tool)?
                 .into_iter()
                 .next()
