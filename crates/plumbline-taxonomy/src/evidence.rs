@@ -260,10 +260,13 @@ impl Evidence {
                 reason: CosmeticReason::SmallWordDistance,
                 edits,
                 denom,
-            } => format!(
-                "cosmetic: {} word edits over {denom} words (< 0.20)",
-                edits.unwrap_or(0)
-            ),
+            } => {
+                let edits = edits.unwrap_or(0);
+                format!(
+                    "cosmetic: {edits} word edit{} over {denom} words (< 0.20)",
+                    if edits == 1 { "" } else { "s" }
+                )
+            }
             Detail::Cosmetic {
                 reason: CosmeticReason::AlnumFoldEqual,
                 ..
@@ -307,6 +310,27 @@ mod tests {
         assert_eq!(
             rewrite(None).message(),
             "description rewritten: ≥ 2 word edits over 7 words (≥ 0.20)"
+        );
+    }
+
+    #[test]
+    fn one_edit_is_one_word_edit() {
+        let cosmetic = |edits| Evidence {
+            rule: RuleId::R09,
+            pointer: "/description".into(),
+            detail: Detail::Cosmetic {
+                reason: CosmeticReason::SmallWordDistance,
+                edits,
+                denom: 11,
+            },
+        };
+        assert_eq!(
+            cosmetic(Some(1)).message(),
+            "cosmetic: 1 word edit over 11 words (< 0.20)"
+        );
+        assert_eq!(
+            cosmetic(Some(2)).message(),
+            "cosmetic: 2 word edits over 11 words (< 0.20)"
         );
     }
 
