@@ -160,13 +160,11 @@ pub(super) struct RawLinks {
 
 pub(super) fn field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
     let long = r.old.as_deref().map_or(0, str::len) + r.new.as_deref().map_or(0, str::len);
-    if long > 2 * MAX_SHOWN {
-        return long_field_row(r, raw);
-    }
-    let edits = worddiff::diff(
-        r.old.as_deref().unwrap_or(""),
-        r.new.as_deref().unwrap_or(""),
-    );
+    let (old, new) = if long > 2 * MAX_SHOWN {
+        long_sides(r, raw)
+    } else {
+        diffed_sides(r)
+    };
     // Every rule with evidence on this field, whether it marks the field
     // or a piece of its text.
     let mut rules: Vec<RuleId> = r
@@ -183,33 +181,36 @@ pub(super) fn field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
                 code { (line(if r.pointer.is_empty() { "(root)" } else { &r.pointer })) }
                 @for rule in &rules { " " (rule_link(*rule)) }
             }
-            td.old {
-                @match &r.old {
-                    Some(t) => div.text { (text::fragments(t, &text::old_fragments(&edits))) },
-                    None => span.muted { "absent" },
-                }
-            }
-            td.new {
-                @match &r.new {
-                    Some(t) => div.text { (text::fragments(t, &text::new_fragments(&edits, &r.highlights))) },
-                    None => span.muted { "absent" },
-                }
-            }
+            td.old { (old) }
+            td.new { (new) }
         }
     }
 }
 
-/// A field too long to diff on a page: the start of each side, the rules
-/// that point at it, and links to the raw definitions.
-fn long_field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
-    let mut rules: Vec<RuleId> = r
-        .rules
-        .iter()
-        .copied()
-        .chain(r.highlights.iter().map(|(_, rule)| *rule))
-        .collect();
-    rules.sort_unstable();
-    rules.dedup();
+/// Both sides word-diffed, the new one with its evidence highlighted.
+fn diffed_sides(r: &FieldRow) -> (Markup, Markup) {
+    let edits = worddiff::diff(
+        r.old.as_deref().unwrap_or(""),
+        r.new.as_deref().unwrap_or(""),
+    );
+    let old = html! {
+        @match &r.old {
+            Some(t) => div.text { (text::fragments(t, &text::old_fragments(&edits))) },
+            None => span.muted { "absent" },
+        }
+    };
+    let new = html! {
+        @match &r.new {
+            Some(t) => div.text { (text::fragments(t, &text::new_fragments(&edits, &r.highlights))) },
+            None => span.muted { "absent" },
+        }
+    };
+    (old, new)
+}
+
+/// A field too long to diff on a page: the start of each side and links to
+/// the raw definitions.
+fn long_sides(r: &FieldRow, raw: &RawLinks) -> (Markup, Markup) {
     let side = |text: &Option<String>, link: &Option<String>| -> Markup {
         html! {
             @match text {
@@ -224,16 +225,7 @@ fn long_field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
             }
         }
     };
-    html! {
-        tr class=[(!rules.is_empty()).then_some("evidence")] {
-            td.pointer {
-                code { (line(if r.pointer.is_empty() { "(root)" } else { &r.pointer })) }
-                @for rule in &rules { " " (rule_link(*rule)) }
-            }
-            td.old { (side(&r.old, &raw.old)) }
-            td.new { (side(&r.new, &raw.new)) }
-        }
-    }
+    (side(&r.old, &raw.old), side(&r.new, &raw.new))
 }
 
 pub(super) async fn change(
