@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{plumbline, text};
+use common::{plumbline, test_server, text};
 use serde_json::Value;
 
 const ADD: &str = r#"{"name":"add","description":"Add two numbers and return the sum.","inputSchema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]},"annotations":{"readOnlyHint":true}}"#;
@@ -112,6 +112,7 @@ fn update_refuses_above_max_severity_unless_forced() {
     let d = dir.path();
     let before = saved(d, "before", &[ADD, ECHO]);
     plumbline(d, &["pin", "--tools", &before]);
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
     let rug = saved(d, "rug", &[ADD_RUG_PULL, ECHO]);
     let o = plumbline(
         d,
@@ -127,10 +128,17 @@ fn update_refuses_above_max_severity_unless_forced() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // The only tool asked for is refused: the file is not rewritten.
+    let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("refused"),
+        out.contains("refused") && out.contains("plumbline.lock unchanged"),
         "{}",
         text(&o)
+    );
+    assert!(!out.contains("wrote"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(d.join("plumbline.lock")).unwrap(),
+        lock
     );
     assert_eq!(
         plumbline(d, &["check", "--tools", &rug]).status.code(),
@@ -301,7 +309,7 @@ fn markdown_summarises_for_a_pull_request_and_escapes_server_text() {
 
 #[test]
 fn live_gate_against_the_rmcp_test_server() {
-    let server = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
+    let server = test_server();
     assert!(
         server.exists(),
         "run the workspace tests (scripts/test), which build plumbline-test-server"
@@ -512,15 +520,13 @@ fn check_warns_when_a_server_is_reached_differently_than_when_pinned() {
 
 /// `pin --update` says what happened to each tool, and whether the lock
 /// file changed: a removed tool is "removed from the lock", a new one
-/// "pinned (new)", and when the only tool asked for is refused the lock is
-/// left as it was.
+/// "pinned (new)"; an update that changes nothing leaves the file.
 #[test]
 fn update_says_what_it_did_to_each_tool_and_to_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let before = saved(d, "before", &[ADD, ECHO]);
     plumbline(d, &["pin", "--tools", &before]);
-    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
     let sub = r#"{"name":"sub","description":"Subtract two numbers."}"#;
     let next = saved(d, "next", &[ADD, sub]);
     let o = plumbline(d, &["pin", "--update", "shop", "--tools", &next]);
@@ -531,6 +537,7 @@ fn update_says_what_it_did_to_each_tool_and_to_the_file() {
     assert!(out.contains("shop/add: unchanged"), "{out}");
     assert!(!out.contains("re-pinned (NONE)"), "{out}");
     assert!(out.contains("wrote plumbline.lock"), "{out}");
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
     let o = plumbline(d, &["pin", "--update", "shop", "--tools", &next]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -538,29 +545,6 @@ fn update_says_what_it_did_to_each_tool_and_to_the_file() {
             && out.contains("plumbline.lock unchanged"),
         "{out}"
     );
-    // The only tool asked for is refused: the file is not rewritten.
-    std::fs::write(d.join("plumbline.lock"), &lock).unwrap();
-    let rug = saved(d, "rug", &[ADD_RUG_PULL, ECHO]);
-    let o = plumbline(
-        d,
-        &[
-            "pin",
-            "--update",
-            "shop",
-            "add",
-            "--tools",
-            &rug,
-            "--max-severity",
-            "medium",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        out.contains("refused") && out.contains("plumbline.lock unchanged"),
-        "{out}"
-    );
-    assert!(!out.contains("wrote"), "{out}");
     assert_eq!(
         std::fs::read_to_string(d.join("plumbline.lock")).unwrap(),
         lock
@@ -572,7 +556,7 @@ fn update_says_what_it_did_to_each_tool_and_to_the_file() {
 /// fails.
 #[test]
 fn the_gate_compares_tools_as_normalised() {
-    let server = Path::new(env!("CARGO_BIN_EXE_plumbline")).with_file_name("plumbline-test-server");
+    let server = test_server();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let config = |rules: &str| {
