@@ -417,6 +417,91 @@ pub fn parse_tool(input: &[u8]) -> Result<Value, ParseError> {
     }
 }
 
+/// The name of a tool element: its top-level `"name"` string. For a tool
+/// the strict reader refuses (a number beyond a double, nesting past
+/// [`MAX_DEPTH`], …) the name is still found by scanning the top-level
+/// object without building it, so that the tool can be reported by name
+/// as unreadable instead of vanishing (issue 23). Of duplicate `name` keys
+/// the last counts (C1). `None` when the element is not an object or has
+/// no string name at its top level.
+pub fn tool_name(input: &[u8]) -> Option<String> {
+    match parse_tool(input) {
+        Ok(v) => v.get("name").and_then(Value::as_str).map(str::to_owned),
+        Err(_) => scan_tool_name(input),
+    }
+}
+
+/// The top-level `"name"` string of an object, found in one pass with a
+/// depth counter (no recursion, no value built); strings are decoded by
+/// the strict reader.
+fn scan_tool_name(input: &[u8]) -> Option<String> {
+    let start = input
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    if input[start] != b'{' {
+        return None;
+    }
+    let decode = |s: &[u8]| match parse(s) {
+        Ok(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let mut depth = 0usize;
+    // At depth 1: whether the next string is a key, and whether the value
+    // about to start belongs to a `name` key.
+    let mut expect_key = false;
+    let mut key_is_name = false;
+    let mut value_is_name = false;
+    let mut found = None;
+    let mut i = start;
+    while i < input.len() {
+        match input[i] {
+            b'"' => {
+                let open = i;
+                i += 1;
+                while i < input.len() && input[i] != b'"' {
+                    i += if input[i] == b'\\' { 2 } else { 1 };
+                }
+                if i >= input.len() {
+                    break;
+                }
+                if depth == 1 {
+                    let text = &input[open..=i];
+                    if expect_key {
+                        key_is_name = decode(text).is_some_and(|k| k == "name");
+                        expect_key = false;
+                    } else if value_is_name {
+                        found = decode(text);
+                        value_is_name = false;
+                    }
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                expect_key = depth == 1;
+                value_is_name = false;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            b',' if depth == 1 => {
+                expect_key = true;
+                value_is_name = false;
+            }
+            b':' if depth == 1 => {
+                value_is_name = std::mem::take(&mut key_is_name);
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            // A number, `true`, `false` or `null`: not a string name.
+            _ => value_is_name = false,
+        }
+        i += 1;
+    }
+    found
+}
+
 fn error_at(input: &[u8], offset: usize, kind: ParseErrorKind) -> ParseError {
     let offset = offset.min(input.len());
     let before = &input[..offset];
@@ -721,6 +806,39 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tool_the_strict_reader_refuses_is_still_named() {
+        assert_eq!(
+            tool_name(br#"{"name":"add","x":1}"#).as_deref(),
+            Some("add")
+        );
+        // Beyond a double, and nested past the limit: still named.
+        let huge = br#"{"_meta":{"v":1e400},"name":"add"}"#;
+        assert!(parse_tool(huge).is_err());
+        assert_eq!(tool_name(huge).as_deref(), Some("add"));
+        let deep = format!(
+            r#"{{"name":"deep","inputSchema":{}1{}}}"#,
+            "[".repeat(MAX_DEPTH + 5),
+            "]".repeat(MAX_DEPTH + 5)
+        );
+        assert!(parse_tool(deep.as_bytes()).is_err());
+        assert_eq!(tool_name(deep.as_bytes()).as_deref(), Some("deep"));
+        // Only the top level counts; escapes are decoded; the last key wins.
+        assert_eq!(
+            tool_name(br#"{"a":{"name":"inner"},"n\u0061me":"outer\"s","v":1e999}"#).as_deref(),
+            Some("outer\"s")
+        );
+        assert_eq!(
+            tool_name(br#"{"name":"first","name":"last","v":1e999}"#).as_deref(),
+            Some("last")
+        );
+        assert_eq!(tool_name(br#"{"name":7,"v":1e999}"#), None);
+        assert_eq!(tool_name(br#"{"title":"name","v":1e999}"#), None);
+        assert_eq!(tool_name(br#"["name","x"]"#), None);
+        assert_eq!(tool_name(b""), None);
+        assert_eq!(tool_name(br#"{"name":"unterminated"#), None);
+    }
+
     use super::*;
 
     fn p(s: &str) -> Result<Value, ParseError> {

@@ -53,7 +53,8 @@ pub enum Command {
     /// Compare what the servers publish now with the lock file.
     ///
     /// Exit status: 0 when no drift reaches --fail-on; 1 when some does;
-    /// 2 when a server could not be evaluated or the lock file is bad.
+    /// 2 when a server could not be evaluated, a configured server is not
+    /// pinned (unless --allow-unpinned), or the lock file is bad.
     Check(CheckArgs),
     /// Watch the configured servers continuously and send alerts.
     ///
@@ -264,9 +265,15 @@ pub struct PinArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub taxonomy: TaxonomyArg,
-    /// Servers to check (default: every server in the lock file).
+    /// Servers to check (default: every server in the lock file and every
+    /// configured one; a configured server that is not pinned fails the
+    /// check unless --allow-unpinned).
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
+    /// Report configured servers that have no baseline instead of failing
+    /// on them (they are still named, and not checked).
+    #[arg(long)]
+    pub allow_unpinned: bool,
     /// The lock file to check against (written by `plumbline pin`).
     #[arg(long, value_name = "FILE", default_value = "plumbline.lock")]
     pub lock: PathBuf,

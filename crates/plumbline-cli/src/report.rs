@@ -8,7 +8,7 @@ use plumbline_taxonomy::{RuleId, Severity, Taxonomy};
 use serde_json::{json, Value};
 
 use crate::exit::Outcome;
-use crate::gate::ServerCheck;
+use crate::gate::{ServerCheck, Status};
 
 /// SARIF levels: HIGH and CRITICAL fail a scan, MEDIUM warns, LOW notes.
 fn level(severity: Severity) -> &'static str {
@@ -63,9 +63,14 @@ pub fn sarif(results: &[ServerCheck], lock: &Path, taxonomy: Taxonomy) -> Value 
     let mut notifications = Vec::new();
     for r in results {
         let Some(drift) = &r.drift else {
+            let what = if r.status == Status::Unpinned {
+                ""
+            } else {
+                " could not be evaluated:"
+            };
             notifications.push(json!({
                 "level": "error",
-                "message": {"text": format!("{}: could not be evaluated: {}", r.server, r.error.as_deref().unwrap_or("unknown"))},
+                "message": {"text": format!("{}:{what} {}", r.server, r.error.as_deref().unwrap_or("unknown"))},
             }));
             continue;
         };
@@ -147,11 +152,12 @@ pub fn markdown(
     lock: &Path,
     taxonomy: Taxonomy,
 ) -> String {
-    let verdict = match outcome {
-        Outcome::Clean => format!("✅ passed: no drift at or above {fail_on}"),
-        Outcome::ThresholdReached => format!("❌ failed: drift at or above {fail_on}"),
-        Outcome::InputError => "❌ failed: a server could not be evaluated".to_owned(),
+    let mark = if outcome == Outcome::Clean {
+        "✅"
+    } else {
+        "❌"
     };
+    let verdict = format!("{mark} {}", crate::gate::verdict(results, outcome, fail_on));
     let mut s = format!(
         "## Plumbline check: {verdict}\n\nChecked {} servers against `{}` ({}).\n\n| server | result | changed tools |\n|---|---|---|\n",
         results.len(),
@@ -166,6 +172,9 @@ pub fn markdown(
                 d.severity,
                 d.changes().count()
             )),
+            None if r.status == Status::Unpinned => {
+                s.push_str(&format!("| {} | not pinned | |\n", md(&r.server)))
+            }
             None => s.push_str(&format!(
                 "| {} | could not be evaluated | |\n",
                 md(&r.server)
@@ -174,8 +183,13 @@ pub fn markdown(
     }
     for r in results {
         let Some(d) = &r.drift else {
+            let what = if r.status == Status::Unpinned {
+                ""
+            } else {
+                " could not be evaluated:"
+            };
             s.push_str(&format!(
-                "\n**{}** could not be evaluated: {}\n",
+                "\n**{}**{what} {}\n",
                 md(&r.server),
                 md(r.error.as_deref().unwrap_or("unknown"))
             ));

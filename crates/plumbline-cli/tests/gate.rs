@@ -178,10 +178,11 @@ fn live_check_against_a_server_and_an_unreachable_one() {
     std::fs::write(d.join("plumbline.toml"), config(1)).unwrap();
     let o = plumbline(d, &["pin", "shop"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let o = plumbline(d, &["check"]);
+    // `down` is configured but not pinned: named, allowed here.
+    let o = plumbline(d, &["check", "--allow-unpinned"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     std::fs::write(d.join("plumbline.toml"), config(2)).unwrap();
-    let o = plumbline(d, &["check"]);
+    let o = plumbline(d, &["check", "shop"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     // A pinned server that cannot be reached never passes silently.
     let o = plumbline(
@@ -331,10 +332,10 @@ fn live_gate_against_the_rmcp_test_server() {
     let o = plumbline(d, &["pin", "shop"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     phase(&[ADD_COSMETIC, ECHO]);
-    let o = plumbline(d, &["check", "--fail-on", "low"]);
+    let o = plumbline(d, &["check", "--fail-on", "low", "shop"]);
     assert_eq!(o.status.code(), Some(0), "cosmetic edit: {}", text(&o));
     phase(&[ADD_RUG_PULL, ECHO]);
-    let o = plumbline(d, &["check"]);
+    let o = plumbline(d, &["check", "shop"]);
     assert_eq!(o.status.code(), Some(1), "rug pull: {}", text(&o));
     // Pin the unreachable server too (from a saved listing), then check it live.
     let down = saved(d, "down", &[ECHO]);
@@ -607,4 +608,68 @@ fn the_gate_compares_tools_as_normalised() {
     greeting("Bob", "");
     let o = plumbline(d, &["check", "--fail-on", "low"]);
     assert_eq!(o.status.code(), Some(1), "without the rule: {}", text(&o));
+}
+
+/// Issue 23, hole 1: a server added to plumbline.toml after the first pin
+/// is gated too. It fails `check` (exit 2) naming the server and the `pin`
+/// command, even when it publishes a rug pull nobody pinned; only
+/// `--allow-unpinned` lets it through, still named.
+#[test]
+fn a_configured_server_that_is_not_pinned_fails_the_check() {
+    let server = test_server();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let entry = |name: &str, phases: &str| {
+        format!(
+            "[servers.{name}]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--phases\", \"{phases}\"]\n",
+            server.to_string_lossy()
+        )
+    };
+    std::fs::write(d.join("shop.json"), format!("[[{ADD},{ECHO}]]")).unwrap();
+    std::fs::write(d.join("new.json"), format!("[[{ADD_RUG_PULL}]]")).unwrap();
+    std::fs::write(d.join("plumbline.toml"), entry("shop", "shop.json")).unwrap();
+    let o = plumbline(d, &["pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Added after the first pin.
+    std::fs::write(
+        d.join("plumbline.toml"),
+        entry("shop", "shop.json") + "\n" + &entry("newcomer", "new.json"),
+    )
+    .unwrap();
+    let o = plumbline(d, &["check"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("newcomer: not pinned") && out.contains("plumbline pin newcomer"),
+        "{}",
+        text(&o)
+    );
+    assert!(out.contains("shop: matches the lock"), "{}", text(&o));
+    let o = plumbline(d, &["check", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["exit_code"], 2);
+    let newcomer = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["server"] == "newcomer")
+        .expect("newcomer reported");
+    assert_eq!(newcomer["status"], "unpinned");
+    // The saved-listing form gates every listing it is given, too.
+    let saved_dir = saved(d, "saved", &[ADD, ECHO]);
+    std::fs::write(
+        Path::new(&saved_dir).join("newcomer.json"),
+        format!("{{\"tools\":[{ADD_RUG_PULL}]}}"),
+    )
+    .unwrap();
+    let o = plumbline(d, &["check", "--tools", &saved_dir]);
+    assert_eq!(o.status.code(), Some(2), "saved: {}", text(&o));
+    // Allowed explicitly: named, not checked, and the gate passes.
+    let o = plumbline(d, &["check", "--allow-unpinned"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("newcomer: not pinned"),
+        "{}",
+        text(&o)
+    );
 }

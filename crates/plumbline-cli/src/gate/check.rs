@@ -2,11 +2,13 @@
 
 use super::*;
 
-/// The exit code of `check`: 2 when any server could not be evaluated (it
-/// never passes silently), else 1 when drift reached the threshold, else 0.
-pub fn check_outcome(results: &[ServerCheck], fail_on: Severity) -> Outcome {
+/// The exit code of `check`: 2 when any server could not be evaluated or
+/// has no baseline (it never passes silently; `allow_unpinned` lets the
+/// latter pass), else 1 when drift reached the threshold, else 0.
+pub fn check_outcome(results: &[ServerCheck], fail_on: Severity, allow_unpinned: bool) -> Outcome {
     results.iter().fold(Outcome::Clean, |acc, r| {
         let this = match &r.drift {
+            None if r.status == Status::Unpinned && allow_unpinned => Outcome::Clean,
             None => Outcome::InputError,
             // Only actual drift can fail the build: a lock that matches
             // passes even at `--fail-on none`.
@@ -17,6 +19,64 @@ pub fn check_outcome(results: &[ServerCheck], fail_on: Severity) -> Outcome {
         };
         acc.and(this)
     })
+}
+
+/// The one-line verdict every format leads or ends with.
+pub fn verdict(results: &[ServerCheck], outcome: Outcome, fail_on: Severity) -> String {
+    let unpinned = results
+        .iter()
+        .filter(|r| r.status == Status::Unpinned)
+        .count();
+    let unavailable = results
+        .iter()
+        .filter(|r| r.status == Status::Unavailable)
+        .count();
+    match outcome {
+        Outcome::Clean if unpinned > 0 => format!(
+            "passed: no drift at or above {fail_on} ({} not pinned, allowed)",
+            plural(unpinned, "server")
+        ),
+        Outcome::Clean => format!("passed: no drift at or above {fail_on}"),
+        Outcome::ThresholdReached => format!("failed: drift at or above {fail_on}"),
+        Outcome::InputError => {
+            let mut why = Vec::new();
+            if unavailable > 0 {
+                why.push(format!(
+                    "{} could not be evaluated",
+                    plural(unavailable, "server")
+                ));
+            }
+            if unpinned > 0 {
+                why.push(format!("{} not pinned", plural(unpinned, "server")));
+            }
+            format!("failed: {}", why.join(", "))
+        }
+    }
+}
+
+/// "1 server", "2 servers".
+pub fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// The servers a run of `check` knows of besides the lock: the saved
+/// listings given with `--tools`, else the configured servers (none when
+/// there is no configuration).
+fn listed_servers(tools: Option<&Path>, config: &Path) -> Result<Vec<String>> {
+    if let Some(path) = tools {
+        return Ok(tools_input::read(path)?
+            .into_iter()
+            .map(|s| s.server)
+            .collect());
+    }
+    if !config.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(Config::load(config)?.servers.into_keys().collect())
 }
 
 pub fn check(args: &CheckArgs) -> Result<Outcome> {
@@ -45,25 +105,33 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
     } else {
         baseline_file.display().to_string()
     };
+    // Every server the run knows of is gated: those in the lock, and those
+    // configured (or given as saved listings) that were never pinned.
     let servers: Vec<String> = if args.servers.is_empty() {
-        lock.servers.keys().cloned().collect()
+        let mut all: std::collections::BTreeSet<String> = lock.servers.keys().cloned().collect();
+        all.extend(listed_servers(args.tools.as_deref(), &args.config.path)?);
+        all.into_iter().collect()
     } else {
         args.servers.clone()
     };
+    // Only pinned servers are observed: an unpinned one has nothing to be
+    // compared with.
+    let pinned: Vec<String> = servers
+        .iter()
+        .filter(|s| lock.servers.contains_key(*s))
+        .cloned()
+        .collect();
     let mut currents = current(
         args.tools.as_deref(),
         &args.config.path,
-        &servers,
+        &pinned,
         plumbline_watch::observe::Progress::unless(args.format != CheckFormat::Human),
     )?;
     let classifier = Classifier::for_taxonomy(taxonomy);
     let mut results = Vec::new();
     for server in &servers {
         let Some(locked) = lock.servers.get(server) else {
-            results.push(ServerCheck::unavailable(
-                server,
-                format!("{server:?} is not in {source}"),
-            ));
+            results.push(ServerCheck::unpinned(server, &source, args.against_store));
             continue;
         };
         let now = currents
@@ -114,7 +182,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             .collect();
         results.push(ServerCheck {
             server: server.clone(),
-            status: "ok",
+            status: Status::Ok,
             error: None,
             drift: Some(drift_of(&classifier, &old, &new)),
         });
@@ -128,7 +196,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             .then(sev(b).cmp(&sev(a)))
             .then_with(|| a.server.cmp(&b.server))
     });
-    let outcome = check_outcome(&results, args.fail_on);
+    let outcome = check_outcome(&results, args.fail_on, args.allow_unpinned);
     let mut out = io::stdout().lock();
     match args.format {
         CheckFormat::Sarif => {
@@ -178,6 +246,11 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                         )?;
                         render::drift(&mut out, d)?;
                     }
+                    (None, e) if r.status == Status::Unpinned => writeln!(
+                        out,
+                        "{name}: {}",
+                        for_terminal(e.as_deref().unwrap_or("not pinned"), false)
+                    )?,
                     (None, e) => writeln!(
                         out,
                         "{name}: could not be evaluated: {}",
@@ -185,15 +258,11 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                     )?,
                 }
             }
-            let verdict = match outcome {
-                Outcome::Clean => format!("passed: no drift at or above {}", args.fail_on),
-                Outcome::ThresholdReached => format!("failed: drift at or above {}", args.fail_on),
-                Outcome::InputError => "failed: a server could not be evaluated".to_owned(),
-            };
+            let verdict = verdict(&results, outcome, args.fail_on);
             writeln!(
                 out,
-                "{verdict} ({} servers checked against {source}, {taxonomy})",
-                results.len(),
+                "{verdict} ({} checked against {source}, {taxonomy})",
+                plural(results.len(), "server"),
             )?;
         }
     }

@@ -178,12 +178,23 @@ fn drift_of(classifier: &Classifier, old: &[(String, Value)], new: &[(String, Va
 // Types the submodules share (kept here so that their fields are visible to
 // every submodule).
 
+/// Whether `check` could compare a server with its baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Compared: the drift is in the result.
+    Ok,
+    /// Could not be evaluated (unreachable, unreadable, not configured).
+    Unavailable,
+    /// Configured or listed, but with no baseline to compare with.
+    Unpinned,
+}
+
 /// What `check` found for one server.
 #[derive(Debug, Serialize)]
 pub struct ServerCheck {
     pub server: String,
-    /// `ok`, or `unavailable` when the server could not be evaluated.
-    pub status: &'static str,
+    pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -195,8 +206,24 @@ impl ServerCheck {
     fn unavailable(server: &str, error: String) -> ServerCheck {
         ServerCheck {
             server: server.to_owned(),
-            status: "unavailable",
+            status: Status::Unavailable,
             error: Some(error),
+            drift: None,
+        }
+    }
+
+    /// A server with no baseline in `source`, and what to run to pin it.
+    fn unpinned(server: &str, source: &str, against_store: bool) -> ServerCheck {
+        let name = for_terminal(server, false);
+        let next = if against_store {
+            format!("run `plumbline observe {name}` to record its first observation")
+        } else {
+            format!("review its tools, then run `plumbline pin {name}`")
+        };
+        ServerCheck {
+            server: server.to_owned(),
+            status: Status::Unpinned,
+            error: Some(format!("not pinned in {source}: {next}")),
             drift: None,
         }
     }

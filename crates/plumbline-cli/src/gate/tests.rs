@@ -17,9 +17,9 @@ fn result(severity: Option<Severity>) -> ServerCheck {
     ServerCheck {
         server: "s".into(),
         status: if severity.is_some() {
-            "ok"
+            Status::Ok
         } else {
-            "unavailable"
+            Status::Unavailable
         },
         error: None,
         drift: severity.map(|severity| Drift {
@@ -34,19 +34,24 @@ fn result(severity: Option<Severity>) -> ServerCheck {
 fn check_exit_codes() {
     use crate::exit::code;
     let high = Severity::High;
-    assert_eq!(code(check_outcome(&[], high)), 0);
+    assert_eq!(code(check_outcome(&[], high, false)), 0);
     assert_eq!(
-        code(check_outcome(&[result(Some(Severity::Medium))], high)),
+        code(check_outcome(
+            &[result(Some(Severity::Medium))],
+            high,
+            false
+        )),
         0
     );
     assert_eq!(
-        code(check_outcome(&[result(Some(Severity::High))], high)),
+        code(check_outcome(&[result(Some(Severity::High))], high, false)),
         1
     );
     assert_eq!(
         code(check_outcome(
             &[result(Some(Severity::None))],
-            Severity::None
+            Severity::None,
+            false
         )),
         1
     );
@@ -58,14 +63,22 @@ fn check_exit_codes() {
         }),
         ..result(Some(Severity::None))
     };
-    assert_eq!(code(check_outcome(&[unchanged], Severity::None)), 0);
+    assert_eq!(code(check_outcome(&[unchanged], Severity::None, false)), 0);
     // An unavailable server never passes silently, and wins over drift.
-    assert_eq!(code(check_outcome(&[result(None)], high)), 2);
+    assert_eq!(code(check_outcome(&[result(None)], high, false)), 2);
     assert_eq!(
         code(check_outcome(
             &[result(Some(Severity::Critical)), result(None)],
-            high
+            high,
+            false
         )),
         2
     );
+    // An unpinned server fails the gate unless allowed; an unavailable one
+    // fails it whatever is allowed.
+    let unpinned = ServerCheck::unpinned("s", "plumbline.lock", false);
+    assert_eq!(code(check_outcome(&[unpinned], high, false)), 2);
+    let unpinned = ServerCheck::unpinned("s", "plumbline.lock", false);
+    assert_eq!(code(check_outcome(&[unpinned], high, true)), 0);
+    assert_eq!(code(check_outcome(&[result(None)], high, true)), 2);
 }
