@@ -96,12 +96,17 @@ impl ToolAlert {
             },
             severity: t.severity,
             rules: t.classification.rules.clone(),
-            evidence: t
-                .classification
-                .evidence
-                .iter()
-                .map(|e| format!("{} {}: {}", e.rule, e.pointer, e.message()))
-                .collect(),
+            evidence: match &t.change {
+                Change::Unreadable { reason } => {
+                    vec![format!("could not be read, so not graded: {reason}")]
+                }
+                _ => t
+                    .classification
+                    .evidence
+                    .iter()
+                    .map(|e| format!("{} {}: {}", e.rule, e.pointer, e.message()))
+                    .collect(),
+            },
         }
     }
 

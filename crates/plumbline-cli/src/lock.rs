@@ -49,9 +49,16 @@ pub struct LockedTool {
 
 impl LockedTool {
     /// Pins one tool from the bytes a server sent.
+    #[cfg(test)]
     pub fn from_raw(name: &str, raw: &[u8]) -> Result<LockedTool> {
+        let value = parse_tool(raw).map_err(|e| anyhow::anyhow!("tool {name:?}: {e}"))?;
+        LockedTool::from_value(name, &value)
+    }
+
+    /// Pins one tool already parsed.
+    pub fn from_value(name: &str, value: &Value) -> Result<LockedTool> {
         let canonical =
-            plumbline_store::canonicalize(raw).with_context(|| format!("tool {name:?}"))?;
+            plumbline_store::canonicalize_value(value).with_context(|| format!("tool {name:?}"))?;
         let sha256 = plumbline_store::digest(&canonical).to_hex();
         let definition = String::from_utf8(canonical).context("canonical JSON is UTF-8")?;
         Ok(LockedTool {

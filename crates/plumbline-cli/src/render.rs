@@ -119,12 +119,19 @@ pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
                 unchanged += 1;
                 continue;
             }
-            Change::Renamed { from } => format!("RENAMED from {}", safe(from)),
+            Change::Renamed { .. } => "RENAMED".to_owned(),
+            Change::Unreadable { .. } => "UNREADABLE".to_owned(),
         };
         let c = &t.classification;
         let rules: Vec<&str> = c.rules.iter().map(|r| r.as_str()).collect();
         let graded = if matches!(t.change, Change::Removed) {
             String::new()
+        } else if let Change::Unreadable { reason } = &t.change {
+            format!(
+                "  {}: could not be read, so not graded ({})",
+                t.severity,
+                safe(reason)
+            )
         } else if t.is_new_for_review() {
             format!("  {} (new tool: review)", t.severity)
         } else if rules.is_empty() {
@@ -132,7 +139,11 @@ pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
         } else {
             format!("  {} ({})", t.severity, rules.join(", "))
         };
-        writeln!(out, "  {label:<8} {}{graded}", safe(&t.name))?;
+        let from = match &t.change {
+            Change::Renamed { from } => format!(" (from {})", safe(from)),
+            _ => String::new(),
+        };
+        writeln!(out, "  {label:<8} {}{from}{graded}", safe(&t.name))?;
         for e in &c.evidence {
             let pointer = if e.pointer.is_empty() {
                 "(root)"

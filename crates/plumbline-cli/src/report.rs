@@ -35,6 +35,7 @@ fn change_label(change: &Change) -> String {
         Change::Changed => "changed".into(),
         Change::Unchanged => "unchanged".into(),
         Change::Renamed { from } => format!("renamed from {from}"),
+        Change::Unreadable { reason } => format!("unreadable ({reason})"),
     }
 }
 
@@ -75,6 +76,12 @@ pub fn sarif(results: &[ServerCheck], lock: &Path, taxonomy: Taxonomy) -> Value 
             continue;
         };
         for t in drift.changes() {
+            if let Change::Unreadable { reason } = &t.change {
+                notifications.push(json!({
+                    "level": "error",
+                    "message": {"text": format!("{}/{}: could not be read, so not graded: {reason}", r.server, t.name)},
+                }));
+            }
             for rule in &t.classification.rules {
                 let evidence: Vec<String> = t
                     .classification
@@ -205,9 +212,17 @@ pub fn markdown(
         ));
         for t in d.changes() {
             let rules: Vec<&str> = t.classification.rules.iter().map(|r| r.as_str()).collect();
+            // The kind is ours; every name and reason is the server's.
+            let (kind, detail) = match &t.change {
+                Change::Renamed { from } => ("RENAMED".to_owned(), format!(" (from {})", md(from))),
+                Change::Unreadable { reason } => (
+                    "UNREADABLE".to_owned(),
+                    format!(" (could not be read, so not graded: {})", md(reason)),
+                ),
+                other => (other.kind().to_uppercase(), String::new()),
+            };
             s.push_str(&format!(
-                "- **{}** {}: {}{}\n",
-                change_label(&t.change).to_uppercase(),
+                "- **{kind}** {}{detail}: {}{}\n",
                 md(&t.name),
                 t.severity,
                 if t.is_new_for_review() {

@@ -11,7 +11,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// A listing's elements in order: (name, raw bytes); the name is `None`
-/// for an element that is not a tool object with a string name.
+/// for an element without a top-level string name
+/// (`plumbline_base::json::tool_name`: found even where the taxonomy's
+/// reader refuses the tool).
 pub type RawListing = Vec<(Option<String>, Vec<u8>)>;
 
 /// One server's saved tools, raw, in listing order.
@@ -120,10 +122,7 @@ fn read_file(path: &Path, server: String) -> Result<SavedTools> {
         .into_iter()
         .map(|r| {
             let bytes = r.get().as_bytes().to_vec();
-            let name = plumbline_taxonomy::json::parse_tool(&bytes)
-                .ok()
-                .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned));
-            (name, bytes)
+            (plumbline_taxonomy::json::tool_name(&bytes), bytes)
         })
         .collect();
     Ok(SavedTools { server, tools })

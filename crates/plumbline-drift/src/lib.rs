@@ -20,6 +20,13 @@
 //! - Two tools with **one name in one listing** are reported as a
 //!   duplicate and never merged: copies are paired in listing order, and
 //!   extra copies count as added or removed.
+//! - An element of the new listing that cannot be read as a tool (the
+//!   taxonomy's reader refuses it: a number beyond a double, nesting past
+//!   1,000 levels, not an object, no string name) cannot be graded, yet a
+//!   client may still show it to the model. It is reported as
+//!   **unreadable**, HIGH, with the reason ([`Drift::with_unreadable`]);
+//!   it stands in for a removed tool of the same name. Plumbline fails
+//!   closed on what it cannot grade.
 
 use std::collections::BTreeMap;
 
@@ -42,7 +49,13 @@ pub enum Change {
     Removed,
     Changed,
     Unchanged,
-    Renamed { from: String },
+    Renamed {
+        from: String,
+    },
+    /// Listed, but not readable as a tool, so not graded: fails closed.
+    Unreadable {
+        reason: String,
+    },
 }
 
 impl Change {
@@ -54,16 +67,18 @@ impl Change {
             Change::Changed => "changed",
             Change::Unchanged => "unchanged",
             Change::Renamed { .. } => "renamed",
+            Change::Unreadable { .. } => "unreadable",
         }
     }
 
     fn order(&self) -> u8 {
         match self {
-            Change::Added => 0,
-            Change::Changed => 1,
-            Change::Renamed { .. } => 2,
-            Change::Removed => 3,
-            Change::Unchanged => 4,
+            Change::Unreadable { .. } => 0,
+            Change::Added => 1,
+            Change::Changed => 2,
+            Change::Renamed { .. } => 3,
+            Change::Removed => 4,
+            Change::Unchanged => 5,
         }
     }
 }
@@ -85,12 +100,13 @@ pub struct ToolDrift {
 
 impl ToolDrift {
     /// One tool's drift graded by `classification`, with the drift policy's
-    /// floor (an added tool is at least LOW).
+    /// floor (an added tool is at least LOW, an unreadable one
+    /// [`UNREADABLE_SEVERITY`]).
     pub fn graded(name: &str, change: Change, classification: Classification) -> ToolDrift {
-        let floor = if change == Change::Added {
-            Severity::Low
-        } else {
-            Severity::None
+        let floor = match change {
+            Change::Added => Severity::Low,
+            Change::Unreadable { .. } => UNREADABLE_SEVERITY,
+            _ => Severity::None,
         };
         ToolDrift {
             name: name.to_owned(),
@@ -103,6 +119,31 @@ impl ToolDrift {
     /// An added tool in which no rule fired: graded LOW for review only.
     pub fn is_new_for_review(&self) -> bool {
         self.change == Change::Added && self.classification.rules.is_empty()
+    }
+}
+
+/// The grade of a listed element Plumbline cannot read: high enough to
+/// fail the default gate (`--fail-on high`) and to alert.
+pub const UNREADABLE_SEVERITY: Severity = Severity::High;
+
+/// An element of a listing that could not be read as a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Its top-level name, where one could be found
+    /// (`plumbline_base::json::tool_name`).
+    pub name: Option<String>,
+    /// Its 0-based position in the listing.
+    pub position: usize,
+    /// Why it could not be read.
+    pub reason: String,
+}
+
+impl Unreadable {
+    /// The name reports use: the tool's, else its position.
+    pub fn label(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("(element {})", self.position))
     }
 }
 
@@ -130,6 +171,48 @@ impl Drift {
     pub fn changes(&self) -> impl Iterator<Item = &ToolDrift> {
         self.tools.iter().filter(|t| t.change != Change::Unchanged)
     }
+
+    /// This drift with the new listing's `unreadable` elements reported,
+    /// each [`UNREADABLE_SEVERITY`] with its reason. An unreadable element
+    /// named like a tool this drift reports removed stands in for it: the
+    /// tool was not removed, it became unreadable.
+    pub fn with_unreadable(mut self, unreadable: &[Unreadable]) -> Drift {
+        for u in unreadable {
+            let name = u.label();
+            if let Some(i) = self
+                .tools
+                .iter()
+                .position(|t| t.name == name && t.change == Change::Removed)
+            {
+                self.tools.remove(i);
+            }
+            let change = Change::Unreadable {
+                reason: u.reason.clone(),
+            };
+            self.tools.push(ToolDrift::graded(&name, change, none()));
+        }
+        sort(&mut self.tools);
+        self.severity = worst(&self.tools);
+        self
+    }
+}
+
+/// Worst first; then by kind of change; then by name.
+fn sort(tools: &mut [ToolDrift]) {
+    tools.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.change.order().cmp(&b.change.order()))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+fn worst(tools: &[ToolDrift]) -> Severity {
+    tools
+        .iter()
+        .map(|t| t.severity)
+        .max()
+        .unwrap_or(Severity::None)
 }
 
 fn none() -> Classification {
@@ -284,17 +367,8 @@ pub fn drift_among(
         }
     }
 
-    tools.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(a.change.order().cmp(&b.change.order()))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    let severity = tools
-        .iter()
-        .map(|t| t.severity)
-        .max()
-        .unwrap_or(Severity::None);
+    sort(&mut tools);
+    let severity = worst(&tools);
     Drift {
         severity,
         tools,
@@ -330,11 +404,50 @@ mod tests {
             .map(|t| {
                 let kind = match &t.change {
                     Change::Renamed { from } => format!("renamed from {from}"),
-                    other => format!("{other:?}").to_lowercase(),
+                    other => other.kind().to_owned(),
                 };
                 format!("{} {kind} {}", t.name, t.severity)
             })
             .collect()
+    }
+
+    #[test]
+    fn an_unreadable_tool_fails_closed_and_stands_in_for_the_removed_one() {
+        let old = tools(&[
+            r#"{"name":"add","description":"Adds."}"#,
+            r#"{"name":"echo","description":"Echoes."}"#,
+        ]);
+        let new = tools(&[r#"{"name":"echo","description":"Echoes."}"#]);
+        let d = drift(&Classifier::default(), &listing(&old), &listing(&new));
+        assert_eq!(d.severity, Severity::None, "a removal alone is not graded");
+        let d = d.with_unreadable(&[
+            Unreadable {
+                name: Some("add".into()),
+                position: 0,
+                reason: "number out of range".into(),
+            },
+            Unreadable {
+                name: None,
+                position: 2,
+                reason: "not an object".into(),
+            },
+        ]);
+        assert_eq!(d.severity, Severity::High);
+        assert_eq!(
+            summary(&d),
+            [
+                "(element 2) unreadable HIGH",
+                "add unreadable HIGH",
+                "echo unchanged NONE"
+            ]
+        );
+        assert_eq!(
+            d.tools[1].change,
+            Change::Unreadable {
+                reason: "number out of range".into()
+            }
+        );
+        assert_eq!(d.changes().count(), 2);
     }
 
     #[test]

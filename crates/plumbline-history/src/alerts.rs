@@ -7,7 +7,8 @@
 //!   observation); the first success after failures alerts a recovery;
 //! - a drift alerts a channel once per observation, listing every changed
 //!   tool at or above the channel's minimum severity that a rule fired on
-//!   (or that is new, for review); removed tools are not alerted;
+//!   (or that is new, for review, or unreadable: what cannot be graded
+//!   fails closed); removed tools are not alerted;
 //! - each decision carries a key (`drift`, `failure`, `recovery`) that,
 //!   with the observation and channel, the outbox keeps unique, so an
 //!   observation examined again (after a restart) never alerts twice.
@@ -63,7 +64,11 @@ pub fn alerted(recorded: &Recorded, minimum: Severity) -> Vec<&ToolDrift> {
         .map(|d| {
             d.changes()
                 .filter(|t| !matches!(t.change, Change::Removed) && t.severity >= minimum)
-                .filter(|t| !t.classification.rules.is_empty() || t.is_new_for_review())
+                .filter(|t| {
+                    !t.classification.rules.is_empty()
+                        || t.is_new_for_review()
+                        || matches!(t.change, Change::Unreadable { .. })
+                })
                 .collect()
         })
         .unwrap_or_default()

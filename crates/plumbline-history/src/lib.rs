@@ -103,10 +103,11 @@ impl Grader {
 /// Who graded a stored drift summary, and in which encoding: a summary is
 /// used only by the grader that wrote it, so stored grades are keyed by
 /// taxonomy. Rule changes come with a new release (spec 7), and so with a
-/// new key. Summary v2: added tools graded by the drift policy.
+/// new key. Summary v2: added tools graded by the drift policy; v3:
+/// unreadable tools reported, failing closed.
 pub fn summary_key(taxonomy: Taxonomy) -> String {
     format!(
-        "plumbline {}; {}, default imperatives; summary v2",
+        "plumbline {}; {}, default imperatives; summary v3",
         env!("CARGO_PKG_VERSION"),
         taxonomy.id()
     )

@@ -209,7 +209,12 @@ pub fn record(
                     .flat_map(|(_, names)| names.iter().cloned())
                     .collect();
                 grader.count();
-                let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign);
+                // What the new listing holds that cannot be read fails
+                // closed: it is in the drift, never silently left out.
+                let new_obs = store.observation(id)?.ok_or_else(vanished)?;
+                let unreadable = crate::read::unreadable_since(&new_obs, &old_obs);
+                let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign)
+                    .with_unreadable(&unreadable);
                 if let (Some(old_set), Some(new_set)) = (prev.tool_set, summary.tool_set) {
                     if old_set != new_set {
                         let summary = Changes::of(&d);

@@ -14,7 +14,8 @@ pub enum Era {
 pub struct ListedTool {
     /// The element exactly as the server sent it, byte for byte.
     pub raw: Vec<u8>,
-    /// Its `name`, when it is an object with a string name.
+    /// Its top-level `name` string, when it has one: also for a tool the
+    /// taxonomy's reader refuses (`plumbline_base::json::tool_name`).
     pub name: Option<String>,
 }
 

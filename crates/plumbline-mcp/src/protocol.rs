@@ -574,7 +574,9 @@ fn inspect(raw_tools: Vec<Box<RawValue>>) -> (Vec<ListedTool>, Vec<ListingProble
                     position,
                     error: e.kind.to_string(),
                 });
-                None
+                // Named where a name can be found, so that the tool is
+                // reported (and fails closed) by name, not dropped.
+                plumbline_base::json::tool_name(&bytes)
             }
         };
         if let Some(n) = &name {

@@ -2,14 +2,23 @@
 
 use super::*;
 
-/// The exit code of `check`: 2 when any server could not be evaluated or
-/// has no baseline (it never passes silently; `allow_unpinned` lets the
-/// latter pass), else 1 when drift reached the threshold, else 0.
+/// The exit code of `check`: 2 when any server could not be evaluated, has
+/// no baseline (`allow_unpinned` lets that pass) or lists a tool that
+/// could not be read (it never passes silently), else 1 when drift reached
+/// the threshold, else 0.
 pub fn check_outcome(results: &[ServerCheck], fail_on: Severity, allow_unpinned: bool) -> Outcome {
     results.iter().fold(Outcome::Clean, |acc, r| {
         let this = match &r.drift {
             None if r.status == Status::Unpinned && allow_unpinned => Outcome::Clean,
             None => Outcome::InputError,
+            // A tool that could not be read was not graded: whatever
+            // --fail-on says, it never passes.
+            Some(d)
+                if d.changes()
+                    .any(|t| matches!(t.change, plumbline_drift::Change::Unreadable { .. })) =>
+            {
+                Outcome::InputError
+            }
             // Only actual drift can fail the build: a lock that matches
             // passes even at `--fail-on none`.
             Some(d) if d.changes().next().is_some() && d.severity >= fail_on => {
@@ -40,6 +49,21 @@ pub fn verdict(results: &[ServerCheck], outcome: Outcome, fail_on: Severity) -> 
         Outcome::ThresholdReached => format!("failed: drift at or above {fail_on}"),
         Outcome::InputError => {
             let mut why = Vec::new();
+            let unreadable: usize = results
+                .iter()
+                .filter_map(|r| r.drift.as_ref())
+                .map(|d| {
+                    d.changes()
+                        .filter(|t| matches!(t.change, plumbline_drift::Change::Unreadable { .. }))
+                        .count()
+                })
+                .sum();
+            if unreadable > 0 {
+                why.push(format!(
+                    "{} could not be read, so not graded",
+                    plural(unreadable, "tool")
+                ));
+            }
             if unavailable > 0 {
                 why.push(format!(
                     "{} could not be evaluated",
@@ -171,20 +195,13 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             .iter()
             .map(|t| Ok((t.name.clone(), t.value()?)))
             .collect::<Result<_>>()?;
-        let new: Vec<(String, Value)> = tools
-            .iter()
-            .filter_map(|(name, raw)| {
-                let name = name.clone()?;
-                plumbline_taxonomy::json::parse_tool(raw)
-                    .ok()
-                    .map(|v| (name, v))
-            })
-            .collect();
+        // What cannot be read cannot be graded, and never passes.
+        let (new, unreadable) = split_readable(&tools);
         results.push(ServerCheck {
             server: server.clone(),
             status: Status::Ok,
             error: None,
-            drift: Some(drift_of(&classifier, &old, &new)),
+            drift: Some(drift_of(&classifier, &old, &new).with_unreadable(&unreadable)),
         });
     }
     // Worst first.

@@ -147,19 +147,61 @@ fn canonical_identity(identity: &serde_json::Value) -> Result<String> {
     Ok(String::from_utf8(canonical)?)
 }
 
-/// Pins every named tool; elements that are not tools are left out with
-/// a warning.
-fn pin_tools(server: &str, tools: &[(Option<String>, Vec<u8>)]) -> Result<Vec<LockedTool>> {
-    let mut out = Vec::new();
-    for (i, (name, raw)) in tools.iter().enumerate() {
-        match name {
-            Some(n) => out.push(LockedTool::from_raw(n, raw)?),
-            None => {
-                eprintln!("warning: {server}: element {i} of the listing is not a tool; not pinned")
-            }
-        }
+/// Pins every readable tool. Elements that cannot be read as tools are
+/// left out with a warning and counted: they have no definition to pin,
+/// and `check` fails on them until the server sends readable ones.
+fn pin_tools(server: &str, tools: &[(Option<String>, Vec<u8>)]) -> (Vec<LockedTool>, usize) {
+    let (readable, unreadable) = split_readable(tools);
+    for u in &unreadable {
+        eprintln!(
+            "warning: {}: {} could not be read as a tool ({}); not pinned, and `check` fails on it",
+            for_terminal(server, false),
+            for_terminal(&u.label(), false),
+            for_terminal(&u.reason, false)
+        );
     }
-    Ok(out)
+    let mut skipped = unreadable.len();
+    let pinned = readable
+        .iter()
+        .filter_map(|(name, value)| {
+            LockedTool::from_value(name, value)
+                .map_err(|e| {
+                    eprintln!(
+                        "warning: {}: {e:#}; not pinned",
+                        for_terminal(server, false)
+                    );
+                    skipped += 1;
+                })
+                .ok()
+        })
+        .collect();
+    (pinned, skipped)
+}
+
+/// A listing's elements as the gate grades them: the tools the taxonomy's
+/// reader accepts, parsed, and every other element as unreadable (it fails
+/// closed: a client may still show it to the model).
+fn split_readable(
+    tools: &[(Option<String>, Vec<u8>)],
+) -> (Vec<(String, Value)>, Vec<plumbline_drift::Unreadable>) {
+    let mut readable = Vec::new();
+    let mut unreadable = Vec::new();
+    for (position, (name, raw)) in tools.iter().enumerate() {
+        let reason = match (plumbline_taxonomy::json::parse_tool(raw), name) {
+            (Ok(value), Some(name)) => {
+                readable.push((name.clone(), value));
+                continue;
+            }
+            (Ok(_), None) => "no string \"name\"".to_owned(),
+            (Err(e), _) => e.kind.to_string(),
+        };
+        unreadable.push(plumbline_drift::Unreadable {
+            name: name.clone(),
+            position,
+            reason,
+        });
+    }
+    (readable, unreadable)
 }
 
 /// The drift from pinned to current tools (not stored observations: the

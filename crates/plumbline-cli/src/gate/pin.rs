@@ -62,7 +62,10 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 continue;
             }
         };
-        let fresh = pin_tools(&c.server, tools)?;
+        let (fresh, unreadable) = pin_tools(&c.server, tools);
+        if unreadable > 0 {
+            outcome = outcome.and(Outcome::InputError);
+        }
         if !args.update {
             say.say(
                 &mut out,

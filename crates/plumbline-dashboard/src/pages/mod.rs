@@ -210,6 +210,7 @@ fn kind_label(change: &Change) -> Markup {
     html! {
         @match change {
             Change::Renamed { from } => span.kind { "renamed from " (line(from)) },
+            Change::Unreadable { reason } => span.kind { "unreadable, not graded: " (line(reason)) },
             other => span.kind { (other.kind()) },
         }
     }

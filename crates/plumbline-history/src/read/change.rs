@@ -63,7 +63,7 @@ pub fn change_inputs(
         _ => load_named(store, &previous_obs, old_name)?,
     };
     let new = match change {
-        Change::Removed => None,
+        Change::Removed | Change::Unreadable { .. } => None,
         _ => load_named(store, &observation, tool)?,
     };
     let siblings: Vec<String> = observation
@@ -169,6 +169,8 @@ pub(super) fn change_among_copies(
             old_copies.get(named(&after, from).len()).cloned(),
             new_copies.get(named(&before, tool).len()).cloned(),
         ),
+        // Not readable, so no new version; the old one, if any, is the first.
+        Change::Unreadable { .. } => (old_copies.first().cloned(), None),
         Change::Changed | Change::Unchanged => {
             let pair = old_copies
                 .iter()
@@ -244,5 +246,10 @@ pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failur
         Change::Removed => vec![BaselineEdit::Remove { tool: name.clone() }],
         Change::Renamed { from } => vec![BaselineEdit::Remove { tool: from.clone() }, set()?],
         Change::Unchanged => Vec::new(),
+        Change::Unreadable { reason } => {
+            return Err(Failure::NotAcceptable(format!(
+                "tool {name:?} could not be read ({reason}), so it has no version to accept; fix the server, or mark the change reviewed"
+            )))
+        }
     })
 }

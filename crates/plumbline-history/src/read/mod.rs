@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use plumbline_drift::{drift, Change, Tool, ToolDrift};
+use plumbline_drift::{drift, Change, Tool, ToolDrift, Unreadable};
 use plumbline_store::{
     BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
 };
@@ -126,6 +126,39 @@ pub fn load_tools(
         }
     }
     Ok(tools)
+}
+
+/// The elements of `new` that cannot be read as tools (the store keeps no
+/// canonical form of them, or they have no string name) and that `old` did
+/// not list byte for byte: the drift reports them unreadable, failing
+/// closed ([`plumbline_drift::Drift::with_unreadable`]). One the server
+/// kept sending unchanged was reported when it first appeared.
+pub fn unreadable_since(new: &Observation, old: &Observation) -> Vec<Unreadable> {
+    let unreadable =
+        |t: &&plumbline_store::ToolEntry| t.name.is_none() || t.canonical_digest.is_none();
+    let before: BTreeSet<&Digest> = old
+        .tools
+        .iter()
+        .filter(unreadable)
+        .map(|t| &t.raw_digest)
+        .collect();
+    new.tools
+        .iter()
+        .filter(unreadable)
+        .filter(|t| !before.contains(&t.raw_digest))
+        .map(|t| Unreadable {
+            name: t.name.clone(),
+            position: t.position as usize,
+            reason: new
+                .problems
+                .iter()
+                .find(|p| {
+                    p.kind == plumbline_store::ProblemKind::MalformedTool
+                        && p.position == Some(t.position)
+                })
+                .map_or_else(|| "no string \"name\"".to_owned(), |p| p.message.clone()),
+        })
+        .collect()
 }
 
 /// The bytes of a tool as compared: rewritten by the server's normalisation
@@ -255,7 +288,8 @@ fn graded_between(
     }
     let old_obs = read_observation(store, old.id)?;
     let new_obs = read_observation(store, new.id)?;
-    if versions(&old_obs) == versions(&new_obs) {
+    let unreadable = unreadable_since(&new_obs, &old_obs);
+    if versions(&old_obs) == versions(&new_obs) && unreadable.is_empty() {
         return Ok(Vec::new());
     }
     let old_tools = load_tools(store, &old_obs)?;
@@ -263,6 +297,7 @@ fn graded_between(
     grader.count();
     Ok(
         drift(&grader.classifier, &view(&old_tools), &view(&new_tools))
+            .with_unreadable(&unreadable)
             .tools
             .into_iter()
             .filter(|t| t.change != Change::Unchanged)
@@ -292,11 +327,10 @@ pub fn drift_between(
     let old_tools = load_tools(store, &old_obs)?;
     let new_tools = load_tools(store, &new_obs)?;
     grader.count();
-    Ok(drift(
-        &grader.classifier,
-        &view(&old_tools),
-        &view(&new_tools),
-    ))
+    Ok(
+        drift(&grader.classifier, &view(&old_tools), &view(&new_tools))
+            .with_unreadable(&unreadable_since(&new_obs, &old_obs)),
+    )
 }
 
 /// A parsed listing as the drift reads it.
