@@ -26,7 +26,25 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
+/// Makes this process non-dumpable before anything else runs, so that the
+/// servers and hooks it starts, running as the same user, cannot read its
+/// environment (every configured secret, `PLUMBLINE_TOKEN`) or memory
+/// through `/proc/<pid>/environ`, `/proc/<pid>/mem` or ptrace: the kernel
+/// allows those only to a dumpable process's owner. Children get their own
+/// flag back at `exec`. A process with `CAP_SYS_PTRACE` (root) can still
+/// read them; SECURITY.md says so.
+fn not_dumpable() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "warning: could not make plumbline non-dumpable ({e}): servers running as this user can read its environment"
+        );
+    }
+}
+
 fn main() -> ExitCode {
+    not_dumpable();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Classify(args) => classify::run(&args),

@@ -512,3 +512,61 @@ fn a_tool_the_reader_refuses_fails_closed_everywhere() {
         text(&o2)
     );
 }
+
+/// Issue 23, hole 10: the environment allowlist must not be bypassed
+/// through `/proc/<parent>/environ`. A stdio server running as the same
+/// user as Plumbline reads its parent's environment file; Plumbline makes
+/// itself non-dumpable at start, so the kernel refuses. Run as root (as in
+/// CI), the test runs Plumbline as `nobody` with `setpriv`: root could read
+/// any process's environment, which SECURITY.md says.
+#[test]
+fn a_stdio_server_cannot_read_plumblines_environment_through_proc() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let server = test_server();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.thief]\ntransport = \"stdio\"\ncommand = {server:?}\n\
+             args = [\"--stdio\", \"--hostile\", \"parent-environ\"]\n"
+        ),
+    )
+    .expect("config");
+    use std::os::unix::fs::MetadataExt as _;
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    let mut command = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(env!("CARGO_BIN_EXE_plumbline"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_plumbline"))
+    };
+    let o = command
+        .args(["observe", "--store", "p.db", "--format", "json"])
+        .current_dir(d)
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_CONFIG")
+        .env("PLUMBLINE_TOKEN", "sekret-dashboard-token")
+        .env("GITHUB_TOKEN", "sekret-github-token")
+        .output()
+        .expect("plumbline runs");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !out.contains("sekret"),
+        "the server read Plumbline's environment: {}",
+        text(&o)
+    );
+    // The server did run and try: its one tool says why it could not read.
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["servers"][0]["tools"], 1, "{v}");
+    // Nor does the store, whatever its schema.
+    let stored = std::fs::read(d.join("p.db")).unwrap_or_default();
+    assert!(
+        !String::from_utf8_lossy(&stored).contains("sekret"),
+        "the store holds the secret"
+    );
+}
