@@ -136,17 +136,41 @@ pub fn sarif(results: &[ServerCheck], lock: &Path, taxonomy: Taxonomy) -> Value 
 }
 
 /// Server text made safe for Markdown: no control or invisible characters
-/// (shown as `\u{…}`), and no character that Markdown or HTML would act on.
+/// (shown as `\u{…}`), no character that Markdown or HTML would act on,
+/// and nothing GitHub would turn into a link or a notification: a word
+/// joiner (U+2060) after every `@` (mentions, e-mail addresses) and inside
+/// `://` and `www.` (bare URLs), which entity escapes cannot prevent since
+/// those are recognised after entities are decoded.
 fn md(s: &str) -> String {
-    let mut out = String::new();
-    for c in for_terminal(s, false).chars() {
+    const JOINER: char = '\u{2060}';
+    let text = for_terminal(s, false);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(c) = rest.chars().next() {
+        if rest.starts_with("://") {
+            out.push_str(&format!(":/{JOINER}/"));
+            rest = &rest[3..];
+            continue;
+        }
+        if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case("www.") {
+            out.push_str(&rest[..3]);
+            out.push(JOINER);
+            out.push('.');
+            rest = &rest[4..];
+            continue;
+        }
         match c {
             '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '|' | '!' | '~' | '>' | '<'
             | '&' => {
                 out.push_str(&format!("&#{};", c as u32));
             }
+            '@' => {
+                out.push('@');
+                out.push(JOINER);
+            }
             c => out.push(c),
         }
+        rest = &rest[c.len_utf8()..];
     }
     out
 }
@@ -260,6 +284,10 @@ mod tests {
         assert_eq!(
             md("a\u{202e}b *x* `y`"),
             "a&#92;u{202e}b &#42;x&#42; &#96;y&#96;"
+        );
+        assert_eq!(
+            md("@team see https://a.example or WWW.b.example"),
+            "@\u{2060}team see https:/\u{2060}/a.example or WWW\u{2060}.b.example"
         );
     }
 }

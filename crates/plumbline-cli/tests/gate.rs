@@ -673,3 +673,87 @@ fn a_configured_server_that_is_not_pinned_fails_the_check() {
         text(&o)
     );
 }
+
+/// Issue 23, hole 5 (and the Markdown part of 15): every string a server
+/// controls (a renamed tool's old and new names, evidence, an unreadable
+/// tool's name) is escaped in every report format. Markup in the Markdown
+/// comment is inert: no HTML, no link, no image, no @mention, no bare URL
+/// that GitHub would turn into a link; terminal output carries no escape
+/// sequence; JSON and SARIF are valid JSON that hold the text as data.
+#[test]
+fn server_text_is_inert_in_every_report_format() {
+    const HOSTILE: &str = "<img src=x onerror=alert(1)>[click](https://attacker.example/a) @admin www.attacker.example \u{1b}]8;;https://x\u{7}";
+    let named = |name: &str, description: &str| {
+        serde_json::json!({"name": name, "description": description, "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}})
+            .to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Renamed: the same definition under another name.
+    let before = saved(d, "before", &[&named(HOSTILE, "Looks up an order.")]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let unreadable = format!(
+        r#"{{"name":{},"_meta":{{"v":1e400}}}}"#,
+        serde_json::to_string(HOSTILE).unwrap()
+    );
+    let now = saved(
+        d,
+        "now",
+        &[
+            &named("lookup", "Looks up an order."),
+            &named(
+                "fetch",
+                &format!("Fetch. {HOSTILE} see https://attacker.example/b"),
+            ),
+            &unreadable,
+        ],
+    );
+    let run = |format: &str| {
+        let o = plumbline(
+            d,
+            &[
+                "check",
+                "--tools",
+                &now,
+                "--format",
+                format,
+                "--fail-on",
+                "low",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(2), "{format}: {}", text(&o));
+        String::from_utf8(o.stdout).expect("UTF-8")
+    };
+    let md = run("markdown");
+    assert!(md.contains("RENAMED"), "{md}");
+    for raw in [
+        "<img",
+        "](",
+        "[click]",
+        "@admin",
+        "https://attacker",
+        "www.attacker",
+        "\u{1b}",
+        "\u{7}",
+    ] {
+        assert!(!md.contains(raw), "{raw:?} reached the Markdown:\n{md}");
+    }
+    assert!(
+        !md.contains("RENAMED FROM"),
+        "the old name is not upper-cased: {md}"
+    );
+    let human = run("human");
+    assert!(
+        !human.contains('\u{1b}') && !human.contains('\u{7}'),
+        "{human}"
+    );
+    assert!(human.contains("(from "), "{human}");
+    for format in ["json", "sarif"] {
+        let out = run(format);
+        let v: Value = serde_json::from_str(&out).expect("JSON");
+        assert!(
+            v.to_string().contains("onerror"),
+            "the text is kept, as data: {v}"
+        );
+    }
+}
