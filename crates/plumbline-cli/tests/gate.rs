@@ -514,8 +514,43 @@ fn check_warns_when_a_server_is_reached_differently_than_when_pinned() {
     assert_eq!(o.status.code(), Some(0), "the same tools: {}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("warning: shop: reached as") && err.contains("when pinned"),
+        err.contains("warning: shop: reached differently than when pinned (cwd: (none) → /)")
+            && err.contains("plumbline pin --update shop"),
         "{err}"
+    );
+    // Issue 23, hole 3: re-pinning records how the server is reached now,
+    // so the warning goes away; an update with nothing to change leaves
+    // the file untouched.
+    let o = plumbline(d, &["pin", "--update", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("shop: now reached as configured (cwd: (none) → /)"),
+        "{}",
+        text(&o)
+    );
+    let o = plumbline(d, &["check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("differently"),
+        "{}",
+        text(&o)
+    );
+    let lock = d.join("plumbline.lock");
+    let modified = std::fs::metadata(&lock).unwrap().modified().unwrap();
+    let bytes = std::fs::read(&lock).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let o = plumbline(d, &["pin", "--update", "shop", "add"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("plumbline.lock unchanged"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(&lock).unwrap(), bytes);
+    assert_eq!(
+        std::fs::metadata(&lock).unwrap().modified().unwrap(),
+        modified
     );
 }
 

@@ -166,12 +166,13 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         // different command or URL now may be a different server.
         if let Some(c) = now.as_ref().filter(|_| args.tools.is_none()) {
             if let Ok(identity) = canonical_identity(&c.identity) {
-                if !c.identity.is_null() && identity != locked.identity {
+                let changes = plumbline_config::identity_changes(&locked.identity, &identity);
+                if !c.identity.is_null() && !changes.is_empty() {
                     eprintln!(
-                        "warning: {}: reached as {} now, but as {} when pinned; the tools are compared all the same",
+                        "warning: {}: reached differently than when pinned ({}); the tools are compared all the same. If this is the same server, `plumbline pin --update {}` records how it is reached now",
                         for_terminal(server, false),
-                        for_terminal(&identity, false),
-                        for_terminal(&locked.identity, false)
+                        for_terminal(&changes.join("; "), false),
+                        for_terminal(server, false),
                     );
                 }
             }

@@ -14,7 +14,6 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         }
         LockFile::new(Taxonomy::default())
     };
-    let before = lock.clone();
     let (servers, only_tools): (Vec<String>, Vec<String>) = if args.update {
         let Some((server, tools)) = args.servers.split_first() else {
             bail!("--update needs a SERVER (and optionally TOOL names)");
@@ -187,16 +186,41 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 serde_json::json!({"server": c.server, "outcome": "nothing to change"}),
             )?;
         }
+        // How the server is reached now, when observed live (a saved
+        // listing says nothing about it): a re-pinned server is checked
+        // as it is reached now.
+        let identity = if args.tools.is_none() && !c.identity.is_null() {
+            canonical_identity(&c.identity)?
+        } else {
+            locked.identity.clone()
+        };
+        if identity != locked.identity {
+            say.say(
+                &mut out,
+                format!(
+                    "{}: now reached as configured ({})",
+                    for_terminal(&c.server, false),
+                    for_terminal(
+                        &plumbline_config::identity_changes(&locked.identity, &identity)
+                            .join("; "),
+                        false
+                    )
+                ),
+                serde_json::json!({"server": c.server, "outcome": "identity updated", "identity": identity}),
+            )?;
+        }
         lock.servers.insert(
             c.server.clone(),
             LockedServer {
-                identity: locked.identity,
+                identity,
                 tools: updated,
             },
         );
     }
     lock.set_taxonomy(taxonomy);
-    let wrote = !(args.lock.exists() && lock == before);
+    // Written only when its bytes would change: an update that changes
+    // nothing leaves the file (and its time stamp) alone.
+    let wrote = std::fs::read_to_string(&args.lock).ok() != Some(lock.render()?);
     if wrote {
         lock.save(&args.lock)?;
     }
