@@ -754,3 +754,30 @@ fn a_normalisation_rule_keeps_the_working_directory_from_reading_as_drift() {
         with[1]
     );
 }
+
+/// Issue 23, hole 4: `connect_timeout_secs` bounds a stdio server that
+/// never answers: the observation fails on the connect bound, naming it,
+/// not on the probe's and `initialize`'s timeouts added up (8 s set, 64 s
+/// taken before).
+#[test]
+fn connect_timeout_bounds_a_stdio_server_that_never_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[limits]\nconnect_timeout_secs = 1\ninitialize_timeout_secs = 600\ndiscover_timeout_secs = 600\n\n\
+             [servers.mute]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--hostile\", \"never-answers\"]\n",
+            common::test_server()
+        ),
+    )
+    .unwrap();
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("connect (no answer to initialize) timed out after 1"),
+        "{}",
+        text(&o)
+    );
+}

@@ -381,9 +381,16 @@ fn bytes(raw: Option<Box<RawValue>>) -> Option<Vec<u8>> {
 /// server meanwhile answered the probe with our era, or refuses
 /// `initialize` because it serves 2026-07-28, the stateless era is used:
 /// the late answer if it came, else `server/discover` asked again.
+///
+/// Until the server first answers anything, every wait is also bounded by
+/// `connect_timeout` from the start of the handshake: a server that never
+/// answers fails then, not after the probe's and `initialize`'s timeouts
+/// added up.
 async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake, ListError> {
+    let first_answer_by = Instant::now() + limits.connect_timeout;
+    let until_first_answer = |own: std::time::Duration| (Instant::now() + own).min(first_answer_by);
     let probe = if t.may_be_stateless() {
-        discover(t, limits.discover_timeout).await
+        discover(t, until_first_answer(limits.discover_timeout)).await
     } else {
         Ok(Err(RpcError {
             code: -32601,
@@ -391,6 +398,8 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
         }))
     };
     let mut unanswered = false;
+    // Whether the server answered the probe at all (even to refuse it).
+    let heard = probe.is_ok();
     match probe {
         Ok(Ok(raw)) => {
             if let Some(h) = stateless(t, &raw)? {
@@ -412,9 +421,27 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
                 "capabilities": client_capabilities(),
                 "clientInfo": client_info(),
             }),
-            Instant::now() + limits.initialize_timeout,
+            if heard {
+                Instant::now() + limits.initialize_timeout
+            } else {
+                until_first_answer(limits.initialize_timeout)
+            },
         )
         .await;
+    let reply = match reply {
+        Err(e)
+            if !heard
+                && matches!(e.kind, ListErrorKind::Timeout { .. })
+                && Instant::now() >= first_answer_by =>
+        {
+            Err(ListErrorKind::Timeout {
+                stage: "connect (no answer to initialize)",
+                after: limits.connect_timeout,
+            }
+            .into())
+        }
+        other => other,
+    };
     if unanswered && !matches!(reply, Ok(Ok(_))) {
         if let Some(h) = stateless_after_all(t, &reply, limits).await? {
             return Ok(h);
@@ -433,14 +460,11 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
     })
 }
 
-async fn discover<T: Transport>(
-    t: &mut T,
-    within: std::time::Duration,
-) -> Result<Reply, ListError> {
+async fn discover<T: Transport>(t: &mut T, deadline: Instant) -> Result<Reply, ListError> {
     t.request(
         "server/discover",
         json!({"_meta": stateless_meta()}),
-        Instant::now() + within,
+        deadline,
     )
     .await
 }
@@ -467,7 +491,7 @@ async fn stateless_after_all<T: Transport>(
     if !serves_stateless(refusal) {
         return Ok(None);
     }
-    match discover(t, limits.initialize_timeout).await {
+    match discover(t, Instant::now() + limits.initialize_timeout).await {
         Ok(Ok(raw)) => Ok(stateless(t, &raw).ok().flatten()),
         _ => Ok(None),
     }
