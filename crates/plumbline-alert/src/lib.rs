@@ -433,24 +433,54 @@ pub async fn run_hook(hook: &Hook, body: &[u8], timeout: Duration) -> Result<(),
         .envs(hook.env.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())))
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
+        // Its own process group, so that what it starts ends with it.
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| fail(format!("could not start: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A hook may exit without reading its input; its exit status, not
-        // the closed pipe, says whether it worked.
-        if let Err(e) = stdin.write_all(body).await {
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
-                return Err(fail(e.to_string()));
+    let group = child.id();
+    let mut stdin = child.stdin.take();
+    // Writing the body counts against the timeout: a hook that never reads
+    // its input must not hold the channel.
+    let delivered = tokio::time::timeout(timeout, async {
+        if let Some(mut pipe) = stdin.take() {
+            // A hook may exit without reading its input; its exit status,
+            // not the closed pipe, says whether it worked.
+            if let Err(e) = pipe.write_all(body).await {
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(fail(e.to_string()));
+                }
             }
+            // Dropped here: the hook sees the end of its input.
+        }
+        child.wait().await.map_err(|e| fail(e.to_string()))
+    })
+    .await;
+    // Past the timeout, the hook and everything it started end with the
+    // attempt (dropping the child kills only the hook itself).
+    if delivered.is_err() {
+        if let Some(pid) = group {
+            kill_group(pid);
         }
     }
-    match tokio::time::timeout(timeout, child.wait()).await {
+    match delivered {
         Ok(Ok(status)) if status.success() => Ok(()),
         Ok(Ok(status)) => Err(fail(format!("exited with {status}"))),
-        Ok(Err(e)) => Err(fail(e.to_string())),
-        Err(_) => Err(fail(format!("did not finish within {:?}", timeout))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(fail(format!("did not finish within {timeout:?}"))),
     }
+}
+
+/// SIGKILL to process group `pgid` (a hook's, which it leads); a group that
+/// is already gone is no error.
+fn kill_group(pgid: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
 
 #[cfg(test)]

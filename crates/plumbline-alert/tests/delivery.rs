@@ -229,3 +229,49 @@ async fn a_command_hook_reads_the_alert_on_stdin_with_only_its_environment() {
     assert!(err.to_string().contains("exit status: 4"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 23, hole 6: a hook that does not read its standard input (and a
+/// body larger than a pipe holds) cannot hold its channel past the
+/// delivery timeout: writing the body counts against the timeout. Whatever
+/// the hook started is ended with it: its whole process group is killed.
+#[tokio::test]
+async fn a_hook_that_never_reads_its_input_is_ended_at_the_timeout_with_its_children() {
+    let dir =
+        std::env::temp_dir().join(format!("plumbline-alert-stuck-hook-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("child.pid");
+    // The hook starts a child that would outlive it, then sleeps, reading
+    // nothing.
+    let hook = sh(
+        format!("sleep 300 & echo $! > {}; sleep 300", pid_file.display()),
+        &[],
+    );
+    let body = vec![b'x'; 1 << 20];
+    let err = run_hook(&hook, &body, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("did not finish within"), "{err}");
+    // The hook's child is gone too (killed with the group; a zombie until
+    // reaped by whoever inherits it counts as gone).
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    let mut waited = 0;
+    while alive() && waited < 100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert!(!alive(), "the hook's child {pid} outlived it");
+    let _ = std::fs::remove_dir_all(&dir);
+}
