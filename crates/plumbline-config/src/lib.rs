@@ -101,8 +101,10 @@ impl WatchConfig {
 /// secret = "${PLUMBLINE_WEBHOOK_SECRET}"
 /// min_severity = "high"
 /// ```
-// No deny_unknown_fields here: serde cannot combine it with `flatten`.
+// Read through `ChannelFile`: serde cannot combine `deny_unknown_fields`
+// with `flatten`, and a misspelt key must be an error.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(from = "ChannelFile")]
 pub struct AlertConfig {
     pub name: String,
     #[serde(flatten)]
@@ -115,6 +117,115 @@ pub struct AlertConfig {
 
 fn default_min_severity() -> Severity {
     Severity::High
+}
+
+/// An `[[alerts]]` table as written: each type with exactly its keys.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum ChannelFile {
+    Webhook {
+        name: String,
+        url: String,
+        secret: Option<String>,
+        #[serde(default = "default_min_severity")]
+        min_severity: Severity,
+    },
+    Slack {
+        name: String,
+        url: String,
+        #[serde(default = "default_min_severity")]
+        min_severity: Severity,
+    },
+    Jsonl {
+        name: String,
+        #[serde(default = "default_min_severity")]
+        min_severity: Severity,
+    },
+    Exec {
+        name: String,
+        command: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        #[serde(default)]
+        inherit_env: Vec<String>,
+        #[serde(default = "default_min_severity")]
+        min_severity: Severity,
+    },
+}
+
+impl From<ChannelFile> for AlertConfig {
+    fn from(file: ChannelFile) -> AlertConfig {
+        let (name, channel, min_severity) = match file {
+            ChannelFile::Webhook {
+                name,
+                url,
+                secret,
+                min_severity,
+            } => (name, ChannelConfig::Webhook { url, secret }, min_severity),
+            ChannelFile::Slack {
+                name,
+                url,
+                min_severity,
+            } => (name, ChannelConfig::Slack { url }, min_severity),
+            ChannelFile::Jsonl { name, min_severity } => (name, ChannelConfig::Jsonl, min_severity),
+            ChannelFile::Exec {
+                name,
+                command,
+                env,
+                inherit_env,
+                min_severity,
+            } => (
+                name,
+                ChannelConfig::Exec {
+                    command,
+                    env,
+                    inherit_env,
+                },
+                min_severity,
+            ),
+        };
+        AlertConfig {
+            name,
+            channel,
+            min_severity,
+        }
+    }
+}
+
+/// A TOML error, with the line of the offending key when the reader could
+/// only point at its table (serde reads a tagged table whole, so an
+/// unknown key in `[servers.x]` or `[[alerts]]` is reported at the
+/// table's header).
+fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let message = e.message();
+    let key = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next());
+    if let (Some(key), Some(span)) = (key, e.span()) {
+        if let Some(line) = key_line(text, span.start, key) {
+            return anyhow::anyhow!("{}: line {line}: {message}", path.display());
+        }
+    }
+    anyhow::anyhow!("{}: {e}", path.display())
+}
+
+/// The 1-based line, at or after byte `from` and within the table it lies
+/// in, where `key` is set.
+fn key_line(text: &str, from: usize, key: &str) -> Option<usize> {
+    let first = text.get(..from)?.matches('\n').count();
+    for (i, line) in text.lines().enumerate().skip(first) {
+        let line = line.trim_start();
+        if i > first && line.starts_with('[') {
+            return None;
+        }
+        let rest = line
+            .strip_prefix(key)
+            .or_else(|| line.strip_prefix(&format!("\"{key}\"")));
+        if rest.is_some_and(|r| r.trim_start().starts_with('=')) {
+            return Some(i + 1);
+        }
+    }
+    None
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -268,8 +379,7 @@ impl Config {
         }
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let config: Config =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let config: Config = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
         for (name, server) in &config.servers {
             check_name(name).with_context(|| format!("{}", path.display()))?;
             if let ServerConfig::Stdio { inherit_env, .. } = server {
@@ -825,6 +935,55 @@ mod tests {
             "{web}"
         );
         assert!(web.contains("key=${KEY}"), "{web}");
+    }
+
+    /// Issue 23, hole 7: a misspelt key anywhere in the file is an error
+    /// naming the key and its line, in alert channels too (`secert` gave an
+    /// unsigned webhook, `min_severty` fell back to the default).
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key_and_its_line() {
+        for (text, key, line) in [
+            (
+                "[[alerts]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:9/\"\nsecert = \"${S}\"\n",
+                "secert",
+                5,
+            ),
+            (
+                "[watch]\n\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severty = \"low\"\n",
+                "min_severty",
+                6,
+            ),
+            (
+                "[[alerts]]\nname = \"run\"\ntype = \"exec\"\ncommand = [\"true\"]\nurl = \"http://127.0.0.1:9/\"\n",
+                "url",
+                5,
+            ),
+            (
+                "[servers.a]\ntransport = \"stdio\"\ncommand = \"x\"\nargz = []\n",
+                "argz",
+                4,
+            ),
+            ("[limits]\nmax_toolz = 3\n", "max_toolz", 2),
+            ("[watch]\nintervall_secs = 3\n", "intervall_secs", 2),
+            ("taxonomi = \"v2\"\n", "taxonomi", 1),
+        ] {
+            let err = format!("{:#}", load(text).unwrap_err());
+            assert!(
+                err.contains(&format!("line {line}")) && err.contains(&format!("`{key}`")),
+                "{text}: {err}"
+            );
+        }
+        // What each channel type takes still loads.
+        let ok = load(
+            "[[alerts]]\nname = \"a\"\ntype = \"webhook\"\nurl = \"http://127.0.0.1:9/\"\nsecret = \"s\"\nmin_severity = \"low\"\n\n\
+             [[alerts]]\nname = \"b\"\ntype = \"slack\"\nurl = \"http://127.0.0.1:9/\"\n\n\
+             [[alerts]]\nname = \"c\"\ntype = \"jsonl\"\n\n\
+             [[alerts]]\nname = \"d\"\ntype = \"exec\"\ncommand = [\"true\"]\nenv = { A = \"1\" }\ninherit_env = [\"HOME\"]\n",
+        )
+        .expect("loads");
+        assert_eq!(ok.alerts.len(), 4);
+        assert_eq!(ok.alerts[0].min_severity, Severity::Low);
+        assert_eq!(ok.alerts[1].min_severity, Severity::High);
     }
 
     fn load(text: &str) -> Result<Config> {
