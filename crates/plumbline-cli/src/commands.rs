@@ -434,6 +434,12 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
         None => std::env::current_dir().context("finding the current directory")?,
     };
     let (found, skipped) = crate::discover::discover(&home, &project);
+    let searched = crate::discover::searched(&home, &project);
+    // Every variable the written configuration reads, once.
+    let to_set: std::collections::BTreeSet<&str> = found
+        .iter()
+        .flat_map(|f| f.secrets_to_set.iter().map(String::as_str))
+        .collect();
     let mut out = io::stdout().lock();
     let wrote = match &args.write {
         Some(path) => {
@@ -473,9 +479,19 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
                 })
             })
             .collect();
+        let searched: Vec<_> = searched
+            .iter()
+            .map(|(client, path)| serde_json::json!({"client": client, "file": path.display().to_string()}))
+            .collect();
         render::write_json(
             &mut out,
-            &serde_json::json!({"servers": servers, "skipped": skipped, "wrote": wrote}),
+            &serde_json::json!({
+                "servers": servers,
+                "skipped": skipped,
+                "variables_to_set": to_set,
+                "searched": searched,
+                "wrote": wrote,
+            }),
             false,
         )?;
         out.flush()?;
@@ -514,14 +530,32 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
             safe(&s.reason)
         )?;
     }
+    if found.is_empty() && skipped.is_empty() {
+        writeln!(out, "no MCP servers found; searched:")?;
+        for (client, path) in &searched {
+            writeln!(out, "  {}  ({client})", safe(&path.display().to_string()))?;
+        }
+        writeln!(
+            out,
+            "(--home and --project choose where; run from a project folder to include its files)"
+        )?;
+    }
     writeln!(
         out,
-        "{} servers found, {} skipped",
-        found.len(),
+        "{}, {} skipped",
+        crate::gate::plural(found.len(), "server") + " found",
         skipped.len()
     )?;
     if let Some(path) = &wrote {
         writeln!(out, "wrote {path}")?;
+    }
+    if !to_set.is_empty() {
+        // Their values are in the client files, which we do not copy.
+        writeln!(
+            out,
+            "before `plumbline observe`, export: {}",
+            to_set.iter().copied().collect::<Vec<_>>().join(" ")
+        )?;
     }
     out.flush()?;
     // Skipped entries (disabled servers, unreadable files) are reported

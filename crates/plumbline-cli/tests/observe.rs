@@ -781,3 +781,79 @@ fn connect_timeout_bounds_a_stdio_server_that_never_answers() {
         text(&o)
     );
 }
+
+/// Issue 23, hole 8: `discover` keeps plain values (a file path) as the
+/// client wrote them, so the first `observe` works without exporting
+/// anything for them; it turns only credentials into variables and lists
+/// them to export; finding nothing, it says where it searched.
+#[test]
+fn discover_keeps_plain_values_lists_variables_and_says_where_it_searched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let home = d.join("home");
+    std::fs::create_dir_all(home.join(".cursor")).unwrap();
+    let memory = d.join("memory.json");
+    std::fs::write(
+        home.join(".cursor/mcp.json"),
+        serde_json::json!({"mcpServers": {
+            "memory": {
+                "command": common::test_server(),
+                "args": ["--stdio"],
+                "env": {"MEMORY_FILE_PATH": memory, "API_TOKEN": "s3cr3t-token"},
+            }
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let o = plumbline(
+        d,
+        &[
+            "discover",
+            "--home",
+            home.to_str().unwrap(),
+            "--project",
+            d.to_str().unwrap(),
+            "--write",
+            "plumbline.toml",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("before `plumbline observe`, export: PLUMBLINE_MEMORY_API_TOKEN"),
+        "{out}"
+    );
+    let written = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
+    assert!(
+        written.contains(&format!("MEMORY_FILE_PATH = \"{}\"", memory.display()))
+            && !written.contains("s3cr3t"),
+        "{written}"
+    );
+    let o = common::plumbline_env(
+        d,
+        &["observe", "--store", "p.db"],
+        &[("PLUMBLINE_MEMORY_API_TOKEN", "s3cr3t-token")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    let empty = d.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = plumbline(
+        d,
+        &[
+            "discover",
+            "--home",
+            empty.to_str().unwrap(),
+            "--project",
+            empty.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("no MCP servers found; searched:")
+            && out.contains(".cursor/mcp.json")
+            && out.contains(".gemini/settings.json"),
+        "{out}"
+    );
+}

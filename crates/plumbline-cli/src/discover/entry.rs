@@ -280,8 +280,10 @@ pub(super) fn client_paths(ctx: &Ctx, what: &str, value: &str, notes: &mut Vec<S
 }
 
 /// Reads `env` or `headers`: each value becomes a `${NAME}` reference when it
-/// is one in the client's syntax, and is otherwise kept for now and its key
-/// listed in `literal_keys` (replaced once the server's name is final).
+/// is one in the client's syntax; a literal that looks like a credential
+/// ([`secret_looking`]) is kept for now and its key listed in
+/// `literal_keys` (replaced once the server's name is final); any other
+/// literal stays as written.
 pub(super) fn values(
     ctx: &Ctx,
     obj: &Map<String, Value>,
@@ -329,13 +331,93 @@ pub(super) fn values(
                 review.secrets_to_set.push(name.clone());
                 out.insert(key.clone(), format!("{scheme}${{{name}}}"));
             }
-            None => {
+            // A literal that looks like a credential becomes a variable
+            // (once the server's name is final); any other literal (a path,
+            // a log level) is kept as written, so the server starts as the
+            // client started it.
+            None if secret_looking(key, &value) => {
                 review.literal_keys.push(key.clone());
+                out.insert(key.clone(), value);
+            }
+            None => {
                 out.insert(key.clone(), value);
             }
         }
     }
     Ok(out)
+}
+
+/// Whether an environment variable's or header's literal value looks like
+/// a credential, by its name (a word such as TOKEN, SECRET, PASSWORD, KEY,
+/// AUTH, COOKIE or PAT, alone or ending a word: `GITHUB_TOKEN`, `APIKEY`,
+/// `X-Api-Key`) or by its value (a scheme such as `Bearer`, a vendor
+/// prefix such as `ghp_` or `sk-`, credentials in a URL, or a long run of
+/// letters and digits with no path or space in it). Paths, log levels, regions and switches
+/// are not.
+pub(super) fn secret_looking(key: &str, value: &str) -> bool {
+    const WORDS: [&str; 14] = [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASS",
+        "KEY",
+        "AUTH",
+        "AUTHORIZATION",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "COOKIE",
+        "PAT",
+        "SESSION",
+        "PRIVATE",
+    ];
+    let words: Vec<String> = key
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let named = words.iter().any(|w| {
+        WORDS.contains(&w.as_str())
+            || ["TOKEN", "SECRET", "KEY", "PASSWORD"]
+                .iter()
+                .any(|end| w.len() > end.len() && w.ends_with(end))
+    });
+    if named {
+        return true;
+    }
+    let v = value.trim();
+    let lower = v.to_ascii_lowercase();
+    if ["bearer ", "basic ", "token "]
+        .iter()
+        .any(|scheme| lower.starts_with(scheme))
+    {
+        return true;
+    }
+    // A URL with credentials in it (`postgresql://user:pw@host/db`,
+    // `?key=…`), as the identity redacts them.
+    if v.contains("://") && plumbline_base::redact::redact_url(v) != v {
+        return true;
+    }
+    const PREFIXES: [&str; 9] = [
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "xoxb-",
+        "xoxp-",
+        "akia",
+    ];
+    if PREFIXES.iter().any(|p| lower.starts_with(p)) {
+        return true;
+    }
+    // A long opaque string: letters and digits mixed, no separators a path,
+    // a URL or a sentence would have.
+    v.len() >= 24
+        && !v.contains(['/', ' ', '.', ':'])
+        && v.chars().any(|c| c.is_ascii_digit())
+        && v.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// The variable a value consists of entirely, in the client's own syntax:

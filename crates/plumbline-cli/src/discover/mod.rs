@@ -124,6 +124,14 @@ pub(crate) fn discover(home: &Path, project: &Path) -> (Vec<Found>, Vec<Skipped>
     (found, skipped)
 }
 
+/// Every file `discover` reads, with its client's name, in search order.
+pub(crate) fn searched(home: &Path, project: &Path) -> Vec<(&'static str, PathBuf)> {
+    locations(home, project)
+        .into_iter()
+        .map(|l| (l.client.label(), l.path))
+        .collect()
+}
+
 /// The servers found, as a `plumbline.toml` holding just them.
 pub fn as_config(found: &[Found]) -> crate::config::Config {
     crate::config::Config {

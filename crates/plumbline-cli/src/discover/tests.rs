@@ -148,10 +148,7 @@ fn claude_code_user_local_and_project_scopes() {
         ServerConfig::Stdio {
             command: "npx".into(),
             args: args(&["-y", "@bytebase/dbhub", "--transport", "stdio"]),
-            env: map(&[
-                ("DSN", "${DATABASE_URL}"),
-                ("LOG_LEVEL", "${PLUMBLINE_DB_LOG_LEVEL}")
-            ]),
+            env: map(&[("DSN", "${DATABASE_URL}"), ("LOG_LEVEL", "debug")]),
             cwd: None,
             inherit_env: Vec::new(),
             normalize: Default::default(),
@@ -285,7 +282,11 @@ fn vscode_settings_json_with_comments_and_trailing_commas() {
         ServerConfig::Stdio {
             command: "npx".into(),
             args: args(&["-y", "@modelcontextprotocol/server-memory"]),
-            env: map(&[("MEMORY_FILE_PATH", "${PLUMBLINE_MEMORY_MEMORY_FILE_PATH}")]),
+            // A path is no secret: kept as written (issue 23, hole 8).
+            env: map(&[(
+                "MEMORY_FILE_PATH",
+                "/home/alice/.local/share/mcp/memory.json"
+            )]),
             cwd: None,
             inherit_env: Vec::new(),
             normalize: Default::default(),
@@ -358,7 +359,7 @@ fn gemini_cli_transports_and_excluded_servers() {
         named(&found, "events").config,
         ServerConfig::Sse {
             url: "http://localhost:8080/sse".into(),
-            headers: map(&[("X-Custom-Header", "${PLUMBLINE_EVENTS_X_CUSTOM_HEADER}")]),
+            headers: map(&[("X-Custom-Header", "custom-value")]),
             normalize: Default::default(),
         }
     );
@@ -390,8 +391,12 @@ fn literal_secrets_are_replaced_by_reported_variables() {
                 ServerConfig::Stdio { env, .. } => env,
                 ServerConfig::Http { headers, .. } | ServerConfig::Sse { headers, .. } => headers,
             };
-            for value in values.values() {
+            for (key, value) in values {
                 let var = value.rsplit("${").next().and_then(|v| v.strip_suffix('}'));
+                // A literal that does not look like a secret stays as written.
+                if var.is_none() && !secret_looking(key, value) {
+                    continue;
+                }
                 assert!(
                     var.is_some_and(is_env_name),
                     "{dir}/{}: {value:?} is not a reference",
@@ -723,4 +728,40 @@ fn literal_secrets_in_arguments_and_urls_become_variables() {
     );
     let toml = toml::to_string(&as_config(&found)).expect("TOML");
     assert!(!toml.contains("s3cr3t"), "{toml}");
+}
+
+/// Issue 23, hole 8: only values that look like credentials become
+/// variables; the rest stay as the client wrote them.
+#[test]
+fn only_secret_looking_literals_become_variables() {
+    for (key, value) in [
+        ("GITHUB_PERSONAL_ACCESS_TOKEN", "x"),
+        ("API_KEY", "x"),
+        ("OPENAI_APIKEY", "x"),
+        ("X-Api-Key", "x"),
+        ("Authorization", "x"),
+        ("DB_PASSWORD", "x"),
+        ("SLACK_BOT", "xoxb-1234-5678"),
+        ("UPSTREAM", "Bearer abc"),
+        ("GH", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        ("OPAQUE", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4"),
+        ("COOKIE", "sid=1"),
+    ] {
+        assert!(secret_looking(key, value), "{key}={value}");
+    }
+    for (key, value) in [
+        (
+            "MEMORY_FILE_PATH",
+            "/home/alice/.local/share/mcp/memory.json",
+        ),
+        ("LOG_LEVEL", "debug"),
+        ("PATH", "/usr/bin:/bin"),
+        ("AWS_REGION", "eu-west-1"),
+        ("KEYBOARD_LAYOUT", "us"),
+        ("DEBUG", "true"),
+        ("X-Custom-Header", "custom-value"),
+        ("BASE_URL", "https://api.example.com/v1/resources/items"),
+    ] {
+        assert!(!secret_looking(key, value), "{key}={value}");
+    }
 }

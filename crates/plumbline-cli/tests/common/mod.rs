@@ -22,6 +22,19 @@ pub fn plumbline(dir: &Path, args: &[&str]) -> Output {
         .expect("plumbline runs")
 }
 
+/// [`plumbline`] with `env` added to this process's environment.
+pub fn plumbline_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(args)
+        .current_dir(dir)
+        .env("TMPDIR", dir)
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_CONFIG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("plumbline runs")
+}
+
 /// Status, stdout and stderr, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
