@@ -553,3 +553,48 @@ fn a_stdio_server_cannot_read_plumblines_environment_through_proc() {
         "the store holds the secret"
     );
 }
+
+/// Issue 23, hole 12: a server that prints its expanded token on a stray
+/// stdout line has that line skipped and kept as a problem, redacted like
+/// every other text about the server: never the secret in `observe`, the
+/// store (so the dashboard and API) or `watch`.
+#[test]
+fn a_secret_echoed_on_a_skipped_stdout_line_is_redacted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let server = test_server();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.chatty]\ntransport = \"stdio\"\ncommand = \"sh\"\n\
+             args = [\"-c\", \"echo \\\"starting with token $API_TOKEN\\\"; exec \\\"$0\\\" --stdio\", {server:?}]\n\
+             env = {{ API_TOKEN = \"${{CHATTY_TOKEN}}\" }}\n"
+        ),
+    )
+    .expect("config");
+    let secret = [("CHATTY_TOKEN", "sekret-chatty-token-0042")];
+    for args in [
+        &["observe", "--store", "p.db"][..],
+        &["observe", "--store", "p.db", "--format", "json"],
+        &["watch", "--once", "--store", "w.db"],
+    ] {
+        let o = common::plumbline_env(d, args, &secret);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let all = text(&o);
+        assert!(!all.contains("sekret"), "{args:?}: {all}");
+        if args.len() == 3 {
+            assert!(
+                all.contains("starting with token <redacted ${API_TOKEN}>")
+                    || all.contains("starting with token <redacted ${CHATTY_TOKEN}>"),
+                "{all}"
+            );
+        }
+    }
+    for db in ["p.db", "w.db"] {
+        let stored = std::fs::read(d.join(db)).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&stored).contains("sekret"),
+            "{db} holds the secret"
+        );
+    }
+}

@@ -851,6 +851,18 @@ pub fn redact_for(known: &Known, text: &str) -> String {
     plumbline_base::redact::redact_url_within(&text).into_owned()
 }
 
+/// A listing's own text about the server (lines it printed on stdout that
+/// were skipped) with every value Plumbline expanded for it redacted, as
+/// [`redact_for`] does for errors: a server that prints its token never has
+/// it stored or shown.
+pub fn redact_listing(known: &Known, listing: &mut plumbline_mcp::Listing) {
+    for p in &mut listing.problems {
+        if let plumbline_mcp::ListingProblem::SkippedOutput { excerpt } = p {
+            *excerpt = redact_for(known, excerpt);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

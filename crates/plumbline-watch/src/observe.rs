@@ -100,6 +100,10 @@ pub async fn collect_with(
                 (Ok((spec, known)), Ok(normalize)) => (
                     list(&spec, &limits)
                         .await
+                        .map(|mut l| {
+                            plumbline_config::redact_listing(&known, &mut l);
+                            l
+                        })
                         .map_err(|e| plumbline_config::redact_for(&known, &e)),
                     normalize.map(Arc::new),
                 ),

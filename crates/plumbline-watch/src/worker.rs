@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use plumbline_base::redact::Known;
 use plumbline_config::{Config, ServerConfig};
 use plumbline_mcp::{HttpClient, Limits, Session};
 use plumbline_store::time::now_ms;
@@ -121,7 +122,8 @@ async fn work(
     let mut quick_drops = 0u32;
     loop {
         tokio::time::sleep_until(due).await;
-        let (mut collected, session) = connect_and_list(&name, &server, &identity, &ctx).await;
+        let (mut collected, session, known) =
+            connect_and_list(&name, &server, &identity, &ctx).await;
         collected.normalize = normalize.clone();
         let ok = collected.result.is_ok();
         if ctx.tx.send(collected).await.is_err() {
@@ -157,7 +159,8 @@ async fn work(
             drop(permit);
             // A failed listing ends the session; the reconnect below lists
             // on a fresh connection and reports how that went.
-            let Ok(listing) = listed else { break };
+            let Ok(mut listing) = listed else { break };
+            plumbline_config::redact_listing(&known, &mut listing);
             let collected = Collected {
                 server: name.clone(),
                 identity: identity.clone(),
@@ -188,28 +191,34 @@ async fn work(
     }
 }
 
-/// Connects and lists once; the session stays open when that worked.
+/// Connects and lists once; the session stays open when that worked. Also
+/// the values expanded for the server, which whatever it says is redacted
+/// of.
 async fn connect_and_list(
     name: &str,
     server: &ServerConfig,
     identity: &serde_json::Value,
     ctx: &WorkerContext,
-) -> (Collected, Option<Session>) {
+) -> (Collected, Option<Session>, Known) {
     let _permit = ctx.gate.acquire().await;
     let started_at_ms = now_ms();
-    let (result, session) = match server.spec_known_from_env() {
-        Err(e) => (Err(format!("{e:#}")), None),
+    let (result, session, known) = match server.spec_known_from_env() {
+        Err(e) => (Err(format!("{e:#}")), None, Known::default()),
         Ok((spec, known)) => {
             // An error may quote what was expanded (a URL, a server's
             // stderr echoing its token): redacted before it is kept.
             let redact = |e: String| plumbline_config::redact_for(&known, &e);
-            match Session::open_with(&spec, &ctx.limits, &ctx.http).await {
+            let (result, session) = match Session::open_with(&spec, &ctx.limits, &ctx.http).await {
                 Err(e) => (Err(redact(e.to_string())), None),
                 Ok(mut session) => match session.list().await {
-                    Ok(listing) => (Ok(listing), Some(session)),
+                    Ok(mut listing) => {
+                        plumbline_config::redact_listing(&known, &mut listing);
+                        (Ok(listing), Some(session))
+                    }
                     Err(e) => (Err(redact(session.fail(e).await.to_string())), None),
                 },
-            }
+            };
+            (result, session, known)
         }
     };
     let collected = Collected {
@@ -220,7 +229,7 @@ async fn connect_and_list(
         result,
         normalize: None,
     };
-    (collected, session)
+    (collected, session, known)
 }
 
 /// After an announcement, waits until the server has been quiet for
