@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use plumbline_taxonomy::json::{parse_tool, Value};
+use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::Taxonomy;
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +165,22 @@ impl LockFile {
         }
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        // A reviewed file must show what it holds: a hidden, bidi or tag
+        // character is accepted only as a `\u` escape (as `pin` writes it).
+        for (i, line) in text.lines().enumerate() {
+            if let Some(c) = line
+                .chars()
+                .find(|&c| plumbline_base::sanitize::needs_escape(c) && c != '\r')
+            {
+                bail!(
+                    "{}: line {}: a raw {} character; a lock file holds such characters only as \\u escapes (pin again, or write it as \\u{:04X})",
+                    path.display(),
+                    i + 1,
+                    plumbline_base::sanitize::escape_char_for_message(c),
+                    c as u32
+                );
+            }
+        }
         let lock: LockFile =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if lock.version != LOCK_VERSION {
@@ -199,13 +216,18 @@ impl LockFile {
         // name it is filed under, and appear once.
         for (server, s) in &lock.servers {
             let mut seen = std::collections::BTreeSet::new();
+            // Names as a terminal may show them.
+            let at = |t: &LockedTool| {
+                format!(
+                    "{}: {}/{}",
+                    path.display(),
+                    for_terminal(server, false),
+                    for_terminal(&t.name, false)
+                )
+            };
             for t in &s.tools {
                 if !seen.insert((&t.name, &t.sha256)) {
-                    bail!(
-                        "{}: {server}/{}: the same definition is pinned twice",
-                        path.display(),
-                        t.name
-                    );
+                    bail!("{}: the same definition is pinned twice", at(t));
                 }
                 let named = t
                     .value()?
@@ -214,20 +236,18 @@ impl LockFile {
                     .map(str::to_owned);
                 if named.as_deref() != Some(t.name.as_str()) {
                     bail!(
-                        "{}: {server}/{}: the definition's name is {:?}",
-                        path.display(),
-                        t.name,
-                        named.unwrap_or_default()
+                        "{}: the definition's name is {}",
+                        at(t),
+                        for_terminal(&format!("{:?}", named.unwrap_or_default()), false)
                     );
                 }
                 let canonical = plumbline_store::canonicalize(t.definition.as_bytes())
-                    .map_err(|e| anyhow::anyhow!("{}: {server}/{}: {e}", path.display(), t.name))?;
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(t)))?;
                 let digest = plumbline_store::digest(&canonical).to_hex();
                 if digest != t.sha256 {
                     bail!(
-                        "{}: {server}/{}: sha256 does not match the definition (edited by hand?)",
-                        path.display(),
-                        t.name
+                        "{}: sha256 does not match the definition (edited by hand?)",
+                        at(t)
                     );
                 }
             }
@@ -289,7 +309,13 @@ impl LockFile {
 /// then a basic string with each such character as a `\u` escape.
 fn toml_string(s: &str) -> String {
     use plumbline_base::sanitize::needs_escape;
-    if !s.chars().any(needs_escape) {
+    // A line break is escaped too: a generic writer would make a multi-line
+    // string of it, and a name holding `\n[servers.x]` would read, in a
+    // diff, as lines of the file.
+    if !s
+        .chars()
+        .any(|c| needs_escape(c) || matches!(c, '\n' | '\r' | '\t'))
+    {
         return toml::Value::String(s.to_owned()).to_string();
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -299,6 +325,7 @@ fn toml_string(s: &str) -> String {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             c if needs_escape(c) && (c as u32) > 0xFFFF => {
                 out.push_str(&format!("\\U{:08X}", c as u32));
@@ -326,6 +353,37 @@ fn toml_key(k: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23, item 15: a line break in a name cannot forge lines of the
+    /// file, and a hand-written lock with a raw hidden character is refused.
+    #[test]
+    fn a_name_cannot_forge_lines_and_raw_hidden_characters_are_refused() {
+        let name = "x\n[servers.evil]\nidentity = \"{}\"";
+        let raw = serde_json::json!({"name": name, "description": "d"}).to_string();
+        let mut lock = LockFile::new(Taxonomy::V1);
+        lock.servers.insert(
+            "shop".into(),
+            LockedServer {
+                identity: "{}".into(),
+                tools: vec![LockedTool::from_raw(name, raw.as_bytes()).unwrap()],
+            },
+        );
+        let text = lock.render().unwrap();
+        assert!(
+            !text.lines().any(|l| l.starts_with("[servers.evil")),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plumbline.lock");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(LockFile::load(&path).unwrap(), lock);
+        for hidden in ['\u{202e}', '\u{200b}', '\u{e0041}'] {
+            let forged = text.replacen("description", &format!("desc{hidden}ription"), 1);
+            std::fs::write(&path, forged).unwrap();
+            let err = format!("{:#}", LockFile::load(&path).unwrap_err());
+            assert!(err.contains("a raw") && err.contains("line "), "{err}");
+        }
+    }
 
     #[test]
     fn hidden_and_bidi_characters_are_escaped_in_the_file_and_read_back() {

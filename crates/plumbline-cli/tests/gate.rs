@@ -792,3 +792,45 @@ fn server_text_is_inert_in_every_report_format() {
         );
     }
 }
+
+/// Issue 23, hole 13: a server that lists one tool twice does not break
+/// the gate. `pin` pins neither copy (which one a client shows the model
+/// is not ours to guess), says so with the name sanitised, and writes a
+/// lock `check` reads; `check` fails on the duplicate, and a lock written
+/// by hand with the same definition twice is refused with the name
+/// escaped.
+#[test]
+fn a_tool_listed_twice_is_not_pinned_and_fails_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let twice = r#"{"name":"dup\u001b[31m","description":"Listed twice."}"#;
+    let now = saved(d, "now", &[ADD, twice, twice]);
+    let o = plumbline(d, &["pin", "--tools", &now]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let all = text(&o);
+    assert!(!all.contains('\u{1b}'), "raw escape printed: {all:?}");
+    assert!(
+        all.contains("listed 2 times") && all.contains("not pinned"),
+        "{all}"
+    );
+    let o = plumbline(d, &["check", "--tools", &now]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let all = text(&o);
+    assert!(!all.contains('\u{1b}'), "raw escape printed: {all:?}");
+    assert!(all.contains("DUPLICATE"), "{all}");
+    // The same definition pinned twice by hand: refused, name escaped.
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    let block = lock
+        .split("\n\n")
+        .find(|b| b.contains("name = \"add\""))
+        .unwrap()
+        .to_owned();
+    std::fs::write(d.join("plumbline.lock"), format!("{lock}\n{block}\n")).unwrap();
+    let o = plumbline(d, &["check", "--tools", &now]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pinned twice"),
+        "{}",
+        text(&o)
+    );
+}

@@ -11,14 +11,10 @@ pub fn check_outcome(results: &[ServerCheck], fail_on: Severity, allow_unpinned:
         let this = match &r.drift {
             None if r.status == Status::Unpinned && allow_unpinned => Outcome::Clean,
             None => Outcome::InputError,
-            // A tool that could not be read was not graded: whatever
-            // --fail-on says, it never passes.
-            Some(d)
-                if d.changes()
-                    .any(|t| matches!(t.change, plumbline_drift::Change::Unreadable { .. })) =>
-            {
-                Outcome::InputError
-            }
+            // A tool that could not be read was not graded, and a name
+            // listed twice leaves which definition the model sees to the
+            // client: whatever --fail-on says, neither passes.
+            Some(d) if unreadable(d) > 0 || listed_twice(d) > 0 => Outcome::InputError,
             // Only actual drift can fail the build: a lock that matches
             // passes even at `--fail-on none`.
             Some(d) if d.changes().next().is_some() && d.severity >= fail_on => {
@@ -49,19 +45,19 @@ pub fn verdict(results: &[ServerCheck], outcome: Outcome, fail_on: Severity) -> 
         Outcome::ThresholdReached => format!("failed: drift at or above {fail_on}"),
         Outcome::InputError => {
             let mut why = Vec::new();
-            let unreadable: usize = results
-                .iter()
-                .filter_map(|r| r.drift.as_ref())
-                .map(|d| {
-                    d.changes()
-                        .filter(|t| matches!(t.change, plumbline_drift::Change::Unreadable { .. }))
-                        .count()
-                })
-                .sum();
+            let drifts = || results.iter().filter_map(|r| r.drift.as_ref());
+            let unreadable: usize = drifts().map(unreadable).sum();
             if unreadable > 0 {
                 why.push(format!(
                     "{} could not be read, so not graded",
                     plural(unreadable, "tool")
+                ));
+            }
+            let twice: usize = drifts().map(listed_twice).sum();
+            if twice > 0 {
+                why.push(format!(
+                    "{} listed more than once",
+                    plural(twice, "tool name")
                 ));
             }
             if unavailable > 0 {
@@ -76,6 +72,18 @@ pub fn verdict(results: &[ServerCheck], outcome: Outcome, fail_on: Severity) -> 
             format!("failed: {}", why.join(", "))
         }
     }
+}
+
+/// How many tools of `d` could not be read.
+fn unreadable(d: &plumbline_drift::Drift) -> usize {
+    d.changes()
+        .filter(|t| matches!(t.change, plumbline_drift::Change::Unreadable { .. }))
+        .count()
+}
+
+/// How many names the current listing of `d` carries more than once.
+fn listed_twice(d: &plumbline_drift::Drift) -> usize {
+    d.duplicates.iter().filter(|dup| dup.new_count > 1).count()
 }
 
 /// "1 server", "2 servers".

@@ -161,8 +161,23 @@ fn pin_tools(server: &str, tools: &[(Option<String>, Vec<u8>)]) -> (Vec<LockedTo
         );
     }
     let mut skipped = unreadable.len();
+    // A name listed more than once: which copy a client shows the model is
+    // not ours to guess, so neither is pinned.
+    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (name, _) in &readable {
+        *counts.entry(name.as_str()).or_default() += 1;
+    }
+    for (name, n) in counts.iter().filter(|(_, n)| **n > 1) {
+        eprintln!(
+            "warning: {}: {} is listed {n} times; not pinned, and `check` fails on it until it is listed once",
+            for_terminal(server, false),
+            for_terminal(name, false),
+        );
+        skipped += n;
+    }
     let pinned = readable
         .iter()
+        .filter(|(name, _)| counts.get(name.as_str()) == Some(&1))
         .filter_map(|(name, value)| {
             LockedTool::from_value(name, value)
                 .map_err(|e| {

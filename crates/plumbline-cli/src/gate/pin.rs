@@ -69,9 +69,9 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             say.say(
                 &mut out,
                 format!(
-                    "{}: pinned {} tools",
+                    "{}: pinned {}",
                     for_terminal(&c.server, false),
-                    fresh.len()
+                    super::plural(fresh.len(), "tool")
                 ),
                 serde_json::json!({"server": c.server, "outcome": "pinned", "tools": fresh.len()}),
             )?;
