@@ -65,6 +65,11 @@ pub struct Alert {
     /// The taxonomy that graded a drift alert.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub taxonomy: Option<Taxonomy>,
+    /// How the way the server is reached changed since it was last
+    /// observed (`args: [...] → [...]`), when it did: another command or
+    /// URL may be another server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reached_differently: Vec<String>,
 }
 
 /// One changed tool within a drift alert.
@@ -154,6 +159,7 @@ impl Alert {
             observation,
             link: None,
             taxonomy: Some(taxonomy),
+            reached_differently: Vec::new(),
         }
     }
 
@@ -180,6 +186,7 @@ impl Alert {
             observation,
             link: None,
             taxonomy: None,
+            reached_differently: Vec::new(),
         }
     }
 
@@ -190,6 +197,17 @@ impl Alert {
 
     /// A one-line summary for people, sanitised.
     pub fn summary(&self) -> String {
+        let summary = self.what();
+        if self.reached_differently.is_empty() {
+            return summary;
+        }
+        format!(
+            "{summary} (reached differently than before: {})",
+            for_terminal(&self.reached_differently.join("; "), false)
+        )
+    }
+
+    fn what(&self) -> String {
         let server = for_terminal(&self.server, false);
         match self.kind {
             AlertKind::Drift => {
@@ -500,6 +518,22 @@ mod tests {
         assert_eq!(
             sign(b"Jefe", b"what do ya want for nothing?"),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn an_alert_says_when_the_server_is_reached_differently() {
+        let mut alert = Alert::failure("s", 2, "refused");
+        assert!(!String::from_utf8_lossy(&alert.body()).contains("reached_differently"));
+        alert.reached_differently = vec!["args: [\"a\"] → [\"b\"]".into()];
+        let v: serde_json::Value = serde_json::from_slice(&alert.body()).unwrap();
+        assert_eq!(v["reached_differently"][0], "args: [\"a\"] → [\"b\"]");
+        assert!(
+            alert
+                .summary()
+                .ends_with("(reached differently than before: args: [\"a\"] → [\"b\"])"),
+            "{}",
+            alert.summary()
         );
     }
 

@@ -128,9 +128,10 @@ pub struct EvaluateArgs {
 /// Where the observations are kept.
 #[derive(Debug, Args)]
 pub struct StoreArg {
-    /// The store file (default: $PLUMBLINE_STORE, else
-    /// $XDG_DATA_HOME/plumbline/plumbline.db, else
-    /// ~/.local/share/plumbline/plumbline.db).
+    /// The store file (default: $PLUMBLINE_STORE, else the project's own
+    /// store, DATA/plumbline/projects/FOLDER-HASH/plumbline.db, where the
+    /// project is the folder of plumbline.toml and DATA is $XDG_DATA_HOME
+    /// or ~/.local/share).
     #[arg(id = "store", long = "store", value_name = "PATH")]
     pub path: Option<PathBuf>,
 }

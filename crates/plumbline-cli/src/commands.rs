@@ -19,30 +19,70 @@ use crate::render;
 use plumbline_history::{read, Grader};
 use plumbline_store::time::utc;
 
-pub fn open_store(path: Option<&Path>) -> Result<SqliteStore> {
-    let path = store_path(path)?;
-    SqliteStore::open(&path).with_context(|| format!("opening the store {}", path.display()))
+/// Opens (creating it if need be) the store at `path`, else the default
+/// store of the project whose registry is `registry`.
+pub fn open_store(path: Option<&Path>, registry: &Path) -> Result<SqliteStore> {
+    let file = store_path(path, registry)?;
+    if path.is_none() && !file.exists() {
+        note_shared_store(&file);
+    }
+    SqliteStore::open(&file).with_context(|| format!("opening the store {}", file.display()))
 }
 
 /// The store for a command that only reads it: one that does not exist is
 /// an error (a typo in `--store` must not read as an empty history).
-pub fn open_existing_store(path: Option<&Path>) -> Result<SqliteStore> {
-    let file = store_path(path)?;
+pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<SqliteStore> {
+    let file = store_path(path, registry)?;
     if !file.exists() {
+        let shared = plumbline_store::default_path()
+            .ok()
+            .filter(|s| path.is_none() && s.exists())
+            .map(|s| {
+                format!(
+                    "; the store every project shared before is {}, which --store can still name",
+                    s.display()
+                )
+            })
+            .unwrap_or_default();
         bail!(
-            "there is no store at {}: run `plumbline observe` (or `plumbline watch`) to record one, or pass --store FILE",
+            "there is no store at {}: run `plumbline observe` (or `plumbline watch`) to record one, or pass --store FILE{shared}",
             file.display()
         );
     }
-    open_store(path)
+    open_store(path, registry)
 }
 
-/// The store file: `path` when given, else the default.
-pub fn store_path(path: Option<&Path>) -> Result<std::path::PathBuf> {
+/// The store file: `path` when given, else the default store of the
+/// project (the folder of `registry`), so that two projects never share a
+/// history by accident.
+pub fn store_path(path: Option<&Path>, registry: &Path) -> Result<std::path::PathBuf> {
     Ok(match path {
         Some(p) => p.to_path_buf(),
-        None => plumbline_store::default_path()?,
+        None => plumbline_store::project_path(&project_folder(registry)?)?,
     })
+}
+
+/// The project a registry belongs to: its folder, absolute, through
+/// symbolic links.
+fn project_folder(registry: &Path) -> Result<std::path::PathBuf> {
+    let absolute = std::path::absolute(registry)
+        .with_context(|| format!("finding the folder of {}", registry.display()))?;
+    let absolute = absolute.canonicalize().unwrap_or(absolute);
+    Ok(absolute.parent().map(Path::to_path_buf).unwrap_or(absolute))
+}
+
+/// Said once, when a project's store is created while the store every
+/// project shared before exists: its history is not moved.
+fn note_shared_store(file: &Path) {
+    if let Ok(shared) = plumbline_store::default_path() {
+        if shared.exists() && shared != file {
+            eprintln!(
+                "note: this project's history is kept in {}; the store earlier versions shared between projects, {}, is left as it was (pass --store to use it)",
+                file.display(),
+                shared.display()
+            );
+        }
+    }
 }
 
 /// The async runtime the commands that talk to servers run on.
@@ -147,7 +187,7 @@ pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
         .map(|(n, c)| (n.to_owned(), c.clone()))
         .collect();
     let limits = config.limits.limits()?;
-    let mut store = open_store(args.store.path.as_deref())?;
+    let mut store = open_store(args.store.path.as_deref(), &args.config.path)?;
     observe_servers(
         servers,
         &mut store,
@@ -177,7 +217,7 @@ struct LogRow {
 }
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
-    let store = open_existing_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref(), &Config::default_registry())?;
     let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
     // Reads the grades recorded with each observation: a long history is
     // not graded again.
@@ -292,7 +332,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
 const FAILED_ALERTS_LISTED: u32 = 20;
 
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
-    let store = open_existing_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref(), &Config::default_registry())?;
     let to = read::successful_observation(&store, &args.server, args.to.map(ObservationId))?
         .summary
         .id;
@@ -342,7 +382,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
 }
 
 pub fn show(args: &ShowArgs) -> Result<Outcome> {
-    let store = open_existing_store(args.store.path.as_deref())?;
+    let store = open_existing_store(args.store.path.as_deref(), &Config::default_registry())?;
     let obs = read::successful_observation(&store, &args.server, args.at.map(ObservationId))?;
     let matches = read::tool_bytes(&store, &obs, &args.tool)?;
     if matches.is_empty() {

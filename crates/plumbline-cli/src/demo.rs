@@ -98,7 +98,7 @@ fn server(phase: u8) -> Result<(String, ServerConfig)> {
 pub fn run(format: Format, taxonomy: plumbline_taxonomy::Taxonomy) -> Result<Outcome> {
     let dir = demo_dir()?;
     let db = dir.join("plumbline.db");
-    let mut store = crate::commands::open_store(Some(&db))?;
+    let mut store = crate::commands::open_store(Some(&db), &db)?;
     let human = format == Format::Human;
     let mut outcome = Outcome::Clean;
     let mut rounds = Vec::new();

@@ -19,7 +19,10 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
     };
     // Refuse before touching the store or the network.
     check_listen(args.listen, token.as_deref())?;
-    let mut store = crate::commands::open_existing_store(args.store.path.as_deref())?;
+    let mut store = crate::commands::open_existing_store(
+        args.store.path.as_deref(),
+        &crate::config::Config::default_registry(),
+    )?;
     let reviewer = args
         .reviewer
         .clone()

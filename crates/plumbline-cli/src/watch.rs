@@ -12,7 +12,7 @@ pub fn run(args: &WatchArgs) -> Result<Outcome> {
     install_log(args.log_format);
     let options = Options {
         config: args.config.path.clone(),
-        store: store_path(args.store.path.as_deref())?,
+        store: store_path(args.store.path.as_deref(), &args.config.path)?,
         taxonomy: args.taxonomy.taxonomy,
     };
     if !args.once {

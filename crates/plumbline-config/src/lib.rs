@@ -104,7 +104,7 @@ impl WatchConfig {
 // Read through `ChannelFile`: serde cannot combine `deny_unknown_fields`
 // with `flatten`, and a misspelt key must be an error.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(from = "ChannelFile")]
+#[serde(try_from = "ChannelFile")]
 pub struct AlertConfig {
     pub name: String,
     #[serde(flatten)]
@@ -119,76 +119,74 @@ fn default_min_severity() -> Severity {
     Severity::High
 }
 
-/// An `[[alerts]]` table as written: each type with exactly its keys.
+/// An `[[alerts]]` table as written. A plain table (not a tagged one) so
+/// that the reader points at the offending key or value; which keys each
+/// type takes is checked when it becomes an [`AlertConfig`].
 #[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-enum ChannelFile {
-    Webhook {
-        name: String,
-        url: String,
-        secret: Option<String>,
-        #[serde(default = "default_min_severity")]
-        min_severity: Severity,
-    },
-    Slack {
-        name: String,
-        url: String,
-        #[serde(default = "default_min_severity")]
-        min_severity: Severity,
-    },
-    Jsonl {
-        name: String,
-        #[serde(default = "default_min_severity")]
-        min_severity: Severity,
-    },
-    Exec {
-        name: String,
-        command: Vec<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-        #[serde(default)]
-        inherit_env: Vec<String>,
-        #[serde(default = "default_min_severity")]
-        min_severity: Severity,
-    },
+#[serde(deny_unknown_fields)]
+struct ChannelFile {
+    name: String,
+    #[serde(rename = "type")]
+    kind: ChannelType,
+    url: Option<String>,
+    secret: Option<String>,
+    command: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    inherit_env: Option<Vec<String>>,
+    #[serde(default = "default_min_severity")]
+    min_severity: Severity,
 }
 
-impl From<ChannelFile> for AlertConfig {
-    fn from(file: ChannelFile) -> AlertConfig {
-        let (name, channel, min_severity) = match file {
-            ChannelFile::Webhook {
-                name,
-                url,
-                secret,
-                min_severity,
-            } => (name, ChannelConfig::Webhook { url, secret }, min_severity),
-            ChannelFile::Slack {
-                name,
-                url,
-                min_severity,
-            } => (name, ChannelConfig::Slack { url }, min_severity),
-            ChannelFile::Jsonl { name, min_severity } => (name, ChannelConfig::Jsonl, min_severity),
-            ChannelFile::Exec {
-                name,
-                command,
-                env,
-                inherit_env,
-                min_severity,
-            } => (
-                name,
-                ChannelConfig::Exec {
-                    command,
-                    env,
-                    inherit_env,
-                },
-                min_severity,
-            ),
-        };
-        AlertConfig {
-            name,
-            channel,
-            min_severity,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ChannelType {
+    Webhook,
+    Slack,
+    Jsonl,
+    Exec,
+}
+
+impl TryFrom<ChannelFile> for AlertConfig {
+    type Error = String;
+
+    fn try_from(f: ChannelFile) -> Result<AlertConfig, String> {
+        use ChannelType::*;
+        let kind = format!("{:?}", f.kind).to_lowercase();
+        // Each key a type does not take is an error, in the reader's words
+        // so that its line is found.
+        let extra = [
+            ("url", f.url.is_some(), matches!(f.kind, Webhook | Slack)),
+            ("secret", f.secret.is_some(), f.kind == Webhook),
+            ("command", f.command.is_some(), f.kind == Exec),
+            ("env", f.env.is_some(), f.kind == Exec),
+            ("inherit_env", f.inherit_env.is_some(), f.kind == Exec),
+        ];
+        if let Some((key, ..)) = extra.iter().find(|(_, set, takes)| *set && !takes) {
+            return Err(format!(
+                "unknown field `{key}`: a {kind} channel does not take it"
+            ));
         }
+        let missing = |key: &str| format!("missing field `{key}` (a {kind} channel needs it)");
+        let channel = match f.kind {
+            Webhook => ChannelConfig::Webhook {
+                url: f.url.ok_or_else(|| missing("url"))?,
+                secret: f.secret,
+            },
+            Slack => ChannelConfig::Slack {
+                url: f.url.ok_or_else(|| missing("url"))?,
+            },
+            Jsonl => ChannelConfig::Jsonl,
+            Exec => ChannelConfig::Exec {
+                command: f.command.ok_or_else(|| missing("command"))?,
+                env: f.env.unwrap_or_default(),
+                inherit_env: f.inherit_env.unwrap_or_default(),
+            },
+        };
+        Ok(AlertConfig {
+            name: f.name,
+            channel,
+            min_severity: f.min_severity,
+        })
     }
 }
 
@@ -453,10 +451,17 @@ impl Config {
         if let Some(t) = flag {
             return Ok(t);
         }
-        let path = std::env::var_os("PLUMBLINE_CONFIG")
+        Ok(Config::taxonomy_in(&Config::default_registry())?.unwrap_or_default())
+    }
+
+    /// The registry a command without `--config` reads: `$PLUMBLINE_CONFIG`,
+    /// else `plumbline.toml` here. Its folder is the project, whose store
+    /// is the default one.
+    pub fn default_registry() -> PathBuf {
+        std::env::var_os("PLUMBLINE_CONFIG")
+            .filter(|v| !v.is_empty())
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("plumbline.toml"));
-        Ok(Config::taxonomy_in(&path)?.unwrap_or_default())
+            .unwrap_or_else(|| PathBuf::from("plumbline.toml"))
     }
 
     /// The `taxonomy` the registry at `path` names, if it exists and names
@@ -508,34 +513,6 @@ fn check_inherit_env(names: &[String]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// How two identities (as [`ServerConfig::identity`] writes them, JSON)
-/// differ, one readable line per key: `args: ["a"] → ["a","b"]`, with
-/// `(none)` for a key on one side only. Empty when they are the same (or
-/// either is not a JSON object, when the two texts are compared whole).
-pub fn identity_changes(old: &str, new: &str) -> Vec<String> {
-    use serde_json::Value;
-    let shown = |v: Option<&Value>| match v {
-        None | Some(Value::Null) => "(none)".to_owned(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    };
-    let (Ok(Value::Object(o)), Ok(Value::Object(n))) = (
-        serde_json::from_str::<Value>(old),
-        serde_json::from_str::<Value>(new),
-    ) else {
-        return if old == new {
-            Vec::new()
-        } else {
-            vec![format!("{old} → {new}")]
-        };
-    };
-    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
-    keys.into_iter()
-        .filter(|k| o.get(*k).unwrap_or(&Value::Null) != n.get(*k).unwrap_or(&Value::Null))
-        .map(|k| format!("{k}: {} → {}", shown(o.get(k)), shown(n.get(k))))
-        .collect()
 }
 
 /// Expands `${NAME}` from `lookup`; `$$` is a literal `$`. An unset name is
@@ -865,22 +842,6 @@ pub fn redact_listing(known: &Known, listing: &mut plumbline_mcp::Listing) {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn identity_changes_are_named_key_by_key() {
-        let old = r#"{"args":["serve"],"command":"npx","cwd":null,"transport":"stdio"}"#;
-        let new =
-            r#"{"args":["serve","--port","1"],"command":"npx","cwd":"/srv","transport":"stdio"}"#;
-        assert_eq!(
-            identity_changes(old, new),
-            [
-                r#"args: ["serve"] → ["serve","--port","1"]"#,
-                "cwd: (none) → /srv"
-            ]
-        );
-        assert!(identity_changes(old, old).is_empty());
-        assert_eq!(identity_changes("x", "y"), ["x → y"]);
-    }
-
     use super::*;
 
     #[test]

@@ -38,6 +38,10 @@ pub struct Recorded {
     pub previous: Option<ObservationId>,
     /// The drift since `previous`, with its evidence.
     pub drift: Option<Drift>,
+    /// How the way the server is reached changed since it was last
+    /// recorded, one line per key ([`plumbline_store::identity_changes`]);
+    /// empty when it did not. Another command or URL may be another server.
+    pub reached_differently: Vec<String>,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
 }
@@ -134,18 +138,36 @@ pub fn record(
         }
     }
     let mut out = Vec::with_capacity(batch.len());
-    for o in batch {
-        let n = &o.observation;
-        let known = identities.get(&n.server).is_some_and(|i| {
+    for mut o in batch {
+        let known = identities.get(&o.observation.server).is_some_and(|i| {
             plumbline_store::canonicalize(o.identity.as_bytes()).is_ok_and(|c| c == i.as_bytes())
         });
+        let mut reached_differently = Vec::new();
         if !known {
-            store.put_server(&n.server, &o.identity)?;
+            store.put_server(&o.observation.server, &o.identity)?;
             let canonical = plumbline_store::canonicalize(o.identity.as_bytes())
                 .map(|c| String::from_utf8_lossy(&c).into_owned())
                 .unwrap_or_default();
-            identities.insert(n.server.clone(), canonical);
+            // A server recorded before, now reached another way: said with
+            // the observation (kept as its problem, so every reader shows
+            // it) and with its alerts.
+            if let Some(before) = identities.insert(o.observation.server.clone(), canonical.clone())
+            {
+                reached_differently = plumbline_store::identity_changes(&before, &canonical);
+                if !reached_differently.is_empty() {
+                    o.observation.problems.push(Problem {
+                        position: None,
+                        kind: plumbline_store::ProblemKind::Other,
+                        tool_name: None,
+                        message: format!(
+                            "reached differently than before ({}): it may be another server",
+                            reached_differently.join("; ")
+                        ),
+                    });
+                }
+            }
         }
+        let n = &o.observation;
         let id = store.record_observation(n)?;
         let vanished =
             || HistoryError::Inconsistent(format!("observation {id} vanished after recording"));
@@ -172,6 +194,7 @@ pub fn record(
                 .collect(),
             previous: None,
             drift: None,
+            reached_differently,
             started_at_ms: n.started_at_ms,
             finished_at_ms: n.finished_at_ms,
         };

@@ -28,15 +28,22 @@
 //!
 //! # Where
 //!
-//! [`default_path`] is the per-user default, in this order:
+//! [`project_path`] is the default store of one project (the folder that
+//! holds its `plumbline.toml`), so that two projects that name a server
+//! alike never see each other's history:
 //!
-//! 1. `$PLUMBLINE_STORE`, if set and not empty;
-//! 2. `$XDG_DATA_HOME/plumbline/plumbline.db`, if `XDG_DATA_HOME` is an
-//!    absolute path (the XDG Base Directory specification says to ignore a
-//!    relative one);
-//! 3. `$HOME/.local/share/plumbline/plumbline.db`.
+//! 1. `$PLUMBLINE_STORE`, if set and not empty (one store shared on
+//!    purpose);
+//! 2. `DATA/plumbline/projects/<folder>-<hash>/plumbline.db`, where `DATA`
+//!    is `$XDG_DATA_HOME` if that is an absolute path (the XDG Base
+//!    Directory specification says to ignore a relative one), else
+//!    `$HOME/.local/share`, `<folder>` the project folder's name and
+//!    `<hash>` the start of the SHA-256 of its absolute path.
 //!
-//! The CLI's `--store PATH` overrides all three.
+//! [`default_path`] is the one store Plumbline used for every project
+//! before, `DATA/plumbline/plumbline.db`; the CLI points to it when a
+//! project has no store of its own yet. The CLI's `--store PATH` overrides
+//! both.
 //!
 //! # How
 //!
@@ -84,7 +91,7 @@ mod sqlite;
 pub mod time;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use digest::{digest, Digest, DigestParseError};
@@ -261,36 +268,148 @@ pub trait Store {
     fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
 }
 
-/// The per-user default store path (see the crate documentation for the
-/// order of precedence).
+/// How two identities (JSON objects: how a server is reached, as the
+/// configuration writes them)
+/// differ, one readable line per key: `args: ["a"] → ["a","b"]`, with
+/// `(none)` for a key on one side only. Empty when they are the same (or
+/// either is not a JSON object, when the two texts are compared whole).
+pub fn identity_changes(old: &str, new: &str) -> Vec<String> {
+    use serde_json::Value;
+    let shown = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "(none)".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let (Ok(Value::Object(o)), Ok(Value::Object(n))) = (
+        serde_json::from_str::<Value>(old),
+        serde_json::from_str::<Value>(new),
+    ) else {
+        return if old == new {
+            Vec::new()
+        } else {
+            vec![format!("{old} → {new}")]
+        };
+    };
+    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    keys.into_iter()
+        .filter(|k| o.get(*k).unwrap_or(&Value::Null) != n.get(*k).unwrap_or(&Value::Null))
+        .map(|k| format!("{k}: {} → {}", shown(o.get(k)), shown(n.get(k))))
+        .collect()
+}
+
+/// The per-user store every project shared before stores were per project
+/// (see the crate documentation for the order of precedence).
 pub fn default_path() -> Result<PathBuf, StoreError> {
     default_path_from(|name| std::env::var_os(name))
+}
+
+/// The default store of the project whose registry is in folder `project`
+/// (an absolute path; see the crate documentation).
+pub fn project_path(project: &Path) -> Result<PathBuf, StoreError> {
+    project_path_from(project, |name| std::env::var_os(name))
 }
 
 /// [`default_path`] over any environment, so the rules are testable
 /// without changing the process environment.
 fn default_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, StoreError> {
-    let set = |name: &str| env(name).filter(|v| !v.is_empty());
-    if let Some(path) = set("PLUMBLINE_STORE") {
+    if let Some(path) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(path));
     }
+    Ok(data_dir(&env)?.join("plumbline.db"))
+}
+
+/// [`project_path`] over any environment.
+fn project_path_from(
+    project: &Path,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, StoreError> {
+    if let Some(path) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(path));
+    }
+    let folder: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".to_owned())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let hash = digest(project.as_os_str().as_encoded_bytes()).to_hex();
+    Ok(data_dir(&env)?
+        .join("projects")
+        .join(format!("{folder}-{}", &hash[..12]))
+        .join("plumbline.db"))
+}
+
+/// `DATA/plumbline`: `$XDG_DATA_HOME` when absolute, else
+/// `$HOME/.local/share`.
+fn data_dir(env: &impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, StoreError> {
+    let set = |name: &str| env(name).filter(|v| !v.is_empty());
     if let Some(data) = set("XDG_DATA_HOME").map(PathBuf::from) {
         if data.is_absolute() {
-            return Ok(data.join("plumbline").join("plumbline.db"));
+            return Ok(data.join("plumbline"));
         }
     }
     if let Some(home) = set("HOME") {
         return Ok(PathBuf::from(home)
             .join(".local")
             .join("share")
-            .join("plumbline")
-            .join("plumbline.db"));
+            .join("plumbline"));
     }
     Err(StoreError::NoDefaultPath)
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_project_has_its_own_default_store() {
+        let vars = [("HOME", "/home/u")];
+        let a = project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap();
+        let b = project_path_from(Path::new("/work/b/shop"), env(&vars)).unwrap();
+        assert_ne!(a, b, "two folders named alike");
+        assert!(
+            a.to_string_lossy()
+                .starts_with("/home/u/.local/share/plumbline/projects/shop-"),
+            "{a:?}"
+        );
+        assert!(a.ends_with("plumbline.db"));
+        assert_eq!(
+            a,
+            project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap(),
+            "stable"
+        );
+        let shared = [("PLUMBLINE_STORE", "/srv/p.db"), ("HOME", "/home/u")];
+        assert_eq!(
+            project_path_from(Path::new("/work/a/shop"), env(&shared)).unwrap(),
+            PathBuf::from("/srv/p.db")
+        );
+        let odd = project_path_from(Path::new("/work/my project ☃"), env(&vars)).unwrap();
+        let folder = odd.parent().unwrap().file_name().unwrap().to_str().unwrap();
+        assert!(folder.starts_with("my_project__-"), "{folder}");
+    }
+
+    #[test]
+    fn identity_changes_are_named_key_by_key() {
+        let old = r#"{"args":["serve"],"command":"npx","cwd":null,"transport":"stdio"}"#;
+        let new =
+            r#"{"args":["serve","--port","1"],"command":"npx","cwd":"/srv","transport":"stdio"}"#;
+        assert_eq!(
+            identity_changes(old, new),
+            [
+                r#"args: ["serve"] → ["serve","--port","1"]"#,
+                "cwd: (none) → /srv"
+            ]
+        );
+        assert!(identity_changes(old, old).is_empty());
+        assert_eq!(identity_changes("x", "y"), ["x → y"]);
+    }
+
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {

@@ -41,6 +41,7 @@ pub(crate) fn enqueue(
                     Alert::drift(&r.server, r.observation.0, tools.iter().copied(), taxonomy)
                 }
             };
+            alert.reached_differently = r.reached_differently.clone();
             alert.link = config.watch.dashboard_url.as_deref().map(|base| {
                 format!(
                     "{}/servers/{}/observations/{}",

@@ -114,7 +114,8 @@ fn listed_servers(tools: Option<&Path>, config: &Path) -> Result<Vec<String>> {
 pub fn check(args: &CheckArgs) -> Result<Outcome> {
     // What the reports name as the baseline: the lock file, or the store.
     let (lock, baseline_file) = if args.against_store {
-        let store = crate::commands::open_existing_store(args.store.path.as_deref())?;
+        let store =
+            crate::commands::open_existing_store(args.store.path.as_deref(), &args.config.path)?;
         let path = store.path().to_path_buf();
         let configured = Config::taxonomy_in(&args.config.path)?;
         let taxonomy = args.taxonomy.taxonomy.or(configured).unwrap_or_default();
@@ -174,7 +175,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         // different command or URL now may be a different server.
         if let Some(c) = now.as_ref().filter(|_| args.tools.is_none()) {
             if let Ok(identity) = canonical_identity(&c.identity) {
-                let changes = plumbline_config::identity_changes(&locked.identity, &identity);
+                let changes = plumbline_store::identity_changes(&locked.identity, &identity);
                 if !c.identity.is_null() && !changes.is_empty() {
                     eprintln!(
                         "warning: {}: reached differently than when pinned ({}); the tools are compared all the same. If this is the same server, `plumbline pin --update {}` records how it is reached now",
