@@ -109,6 +109,11 @@ pub enum Detail {
         /// more than [`R08_MEASURED_WORDS`] words.
         #[serde(skip_serializing_if = "Option::is_none")]
         edits: Option<usize>,
+        /// Deciding needed more than
+        /// [`MAX_MEASURED_EDITS`](crate::text::MAX_MEASURED_EDITS) edits:
+        /// not measured, counted as a rewrite.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unmeasured: bool,
     },
     /// R09: one cosmetic change and why it is cosmetic.
     Cosmetic {
@@ -245,7 +250,13 @@ impl Evidence {
                 new_words,
                 min_edits,
                 edits,
+                unmeasured,
             } => match edits {
+                None if *unmeasured => format!(
+                    "description rewritten: more than {} word edits over {} words (not measured further; counted as ≥ 0.20)",
+                    crate::text::MAX_MEASURED_EDITS,
+                    old_words.max(new_words)
+                ),
                 Some(edits) => format!(
                     "description rewritten: {edits} word edit{} over {} words (≥ 0.20)",
                     if *edits == 1 { "" } else { "s" },
@@ -301,6 +312,7 @@ mod tests {
                 new_words: 5,
                 min_edits: 2,
                 edits,
+                unmeasured: false,
             },
         };
         assert_eq!(

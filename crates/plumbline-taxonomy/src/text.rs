@@ -84,9 +84,23 @@ pub struct WordDistance {
     /// `max(old_words, new_words)`.
     pub denom: usize,
     /// The word edit distance when it is at most [`WordDistance::max_small_edits`];
-    /// `None` when it is larger (it was not computed further).
+    /// `None` when it is larger (it was not computed further), or when
+    /// deciding would take more than [`MAX_MEASURED_EDITS`] edits
+    /// (`unmeasured`).
     pub edits: Option<usize>,
+    /// The decision needed more than [`MAX_MEASURED_EDITS`] edits and was
+    /// not measured: the texts count as at least 0.20 apart (a rewrite,
+    /// never cosmetic). Only texts of more than 25,000 words can get here.
+    pub unmeasured: bool,
 }
+
+/// The most word edits measured to decide a distance. Deciding costs
+/// O((k + 1)² + n) for k edits, so this bounds the work on a field to
+/// about 25 million steps whatever the text (a 30 MB description took
+/// minutes unbounded). Every text of up to 25,000 words (k = 5,000) is
+/// decided exactly; beyond, a change of more than 5,000 words counts as a
+/// rewrite (≥ 0.20), the side that asks for review.
+pub const MAX_MEASURED_EDITS: usize = 5_000;
 
 impl WordDistance {
     /// The largest edit count with `edits * 5 < denom`: `⌊(denom − 1) / 5⌋`.
@@ -126,15 +140,18 @@ fn interned_words(old: &str, new: &str) -> (Vec<u32>, Vec<u32>, usize) {
 pub fn word_distance(old: &str, new: &str) -> WordDistance {
     let (a, b, alphabet) = interned_words(old, new);
     let denom = a.len().max(b.len());
+    let wanted = WordDistance::max_small_edits(denom);
+    let measured = wanted.min(MAX_MEASURED_EDITS);
     let edits = if denom == 0 {
         Some(0)
     } else {
-        levenshtein_within(&a, &b, WordDistance::max_small_edits(denom), alphabet)
+        levenshtein_within(&a, &b, measured, alphabet)
     };
     WordDistance {
         old_words: a.len(),
         new_words: b.len(),
         denom,
+        unmeasured: edits.is_none() && measured < wanted,
         edits,
     }
 }
@@ -279,6 +296,43 @@ fn furthest_reaching(a: &[u32], b: &[u32], k: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 23, hole 11: a description built so that no cheap bound
+    /// decides (two words in random order: every bag and q-gram is shared)
+    /// is not measured past the bound; it counts as a rewrite. Within the
+    /// bound, the decision stays exact however long the texts.
+    #[test]
+    fn the_distance_decision_is_bounded_and_exact_within_the_bound() {
+        let mut seed = 7u64;
+        let mut coin = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if seed >> 63 == 0 {
+                "a"
+            } else {
+                "b"
+            }
+        };
+        let text = |n: usize, coin: &mut dyn FnMut() -> &'static str| {
+            (0..n).map(|_| coin()).collect::<Vec<_>>().join(" ")
+        };
+        let (old, new) = (text(200_000, &mut coin), text(200_000, &mut coin));
+        let d = word_distance(&old, &new);
+        assert!(
+            d.unmeasured && d.edits.is_none() && d.at_least_one_fifth(),
+            "{d:?}"
+        );
+        // One word changed in a long text: decided exactly, cosmetic.
+        let mut words: Vec<&str> = old.split(' ').collect();
+        words[100_000] = "c";
+        let d = word_distance(&old, &words.join(" "));
+        assert_eq!((d.edits, d.unmeasured), (Some(1), false));
+        // 25,000 words: k = 4,999 is under the bound, so exact.
+        let (old, new) = (text(25_000, &mut coin), text(25_000, &mut coin));
+        let d = word_distance(&old, &new);
+        assert!(!d.unmeasured, "{d:?}");
+    }
+
     use super::*;
 
     #[test]

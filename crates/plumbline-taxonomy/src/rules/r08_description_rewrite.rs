@@ -32,6 +32,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             new_words: d.new_words,
             min_edits: WordDistance::max_small_edits(d.denom) + 1,
             edits: word_edits(old, new, R08_MEASURED_WORDS),
+            unmeasured: d.unmeasured,
         },
     }]
 }
