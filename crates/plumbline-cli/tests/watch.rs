@@ -665,3 +665,66 @@ fn a_bad_configuration_is_refused_at_start_and_kept_out_on_reload() {
     );
     stop_watch(child, d);
 }
+
+/// Issue 23, hole 11: a changed tool built to make grading slow (a 2 MB
+/// description of two words in random order) is graded within the
+/// classifier's bound, off the loop that serves the other servers, and
+/// the watcher then stops on SIGTERM with a whole store. Before, the same
+/// change took minutes inside the loop and SIGTERM went unanswered.
+#[test]
+fn a_huge_adversarial_change_is_graded_within_bounds_and_sigterm_is_answered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let mut seed = 11u64;
+    let mut coin = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        if seed >> 63 == 0 {
+            "a"
+        } else {
+            "b"
+        }
+    };
+    let mut text = |n: usize| (0..n).map(|_| coin()).collect::<Vec<_>>().join(" ");
+    let tool = |description: String| {
+        serde_json::json!({"name": "big", "description": description, "inputSchema": {"type": "object"}})
+            .to_string()
+    };
+    let (before, after) = (tool(text(1_000_000)), tool(text(1_000_000)));
+    std::fs::write(d.join("before.json"), format!("[[{before}]]")).unwrap();
+    std::fs::write(d.join("after.json"), format!("[[{after}]]")).unwrap();
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let write = |phases: &str| {
+        std::fs::write(
+            d.join("plumbline.toml"),
+            format!(
+                "[watch]\ninterval_secs = 1\nlisten = \"\"\n\n\
+                 [servers.big]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\", \"--phases\", \"{phases}\"]\n\n\
+                 [servers.shop]\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"__demo-server\"]\n",
+                test_server()
+            ),
+        )
+        .unwrap()
+    };
+    write("before.json");
+    watch_once(d);
+    write("after.json");
+    let child = spawn_watch(d);
+    eventually("the huge change recorded", d, || {
+        observations(d, "big") >= 2
+    });
+    eventually("the other server observed meanwhile", d, || {
+        observations(d, "shop") >= 2
+    });
+    stop_watch(child, d);
+    let log = plumbline(d, &["log", "big", "--store", "p.db", "--format", "json"]);
+    let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
+    let changes: Vec<String> = v["servers"][0]["observations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o["change"].as_str().map(str::to_owned))
+        .collect();
+    assert!(changes.iter().any(|c| c == "LOW"), "{v}");
+}

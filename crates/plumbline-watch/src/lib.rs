@@ -10,9 +10,11 @@
 //! reconnects and lists at once. Other servers are polled at the interval
 //! (with jitter) on a fresh connection.
 //!
-//! The loop records every observation through the history (graded once)
-//! and puts the alerts the history decides into the store's outbox, one
-//! per observation and channel ([`alerting`]). Each channel delivers from
+//! The loop records every observation through the history (graded once),
+//! a batch at a time on a blocking thread with its own store connection,
+//! so that grading a huge listing never keeps the loop from its signals,
+//! reloads and heartbeats; then it puts the alerts the history decides
+//! into the store's outbox, one per observation and channel ([`alerting`]). Each channel delivers from
 //! the outbox in its own task ([`delivery`]), so no receiver delays
 //! another or the loop. SIGHUP reloads plumbline.toml (restarting only the
 //! workers and channels whose settings changed; a bad file keeps the
@@ -110,7 +112,11 @@ pub async fn once(options: &Options) -> Result<Vec<Report>> {
 pub async fn daemon(options: &Options) -> Result<()> {
     let mut config = load(&options.config)?;
     let mut store = open(options)?;
-    let mut grader = Grader::new(config.taxonomy(options.taxonomy));
+    // Recording (and so grading) runs on a blocking thread with its own
+    // connection, so that the loop keeps answering signals, reloads and
+    // heartbeats while a huge listing is graded.
+    let recorder = Arc::new(std::sync::Mutex::new(open(options)?));
+    let mut grader = Arc::new(Grader::new(config.taxonomy(options.taxonomy)));
     let client = plumbline_alert::client().context("building the HTTP client")?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut stop = Stop::new()?;
@@ -162,9 +168,12 @@ pub async fn daemon(options: &Options) -> Result<()> {
     );
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The batch being recorded, one at a time so that each server's
+    // observations are recorded in order.
+    let mut recording: Option<tokio::task::JoinHandle<Result<Vec<Recorded>>>> = None;
     loop {
         tokio::select! {
-            Some(first) = rx.recv() => {
+            Some(first) = rx.recv(), if recording.is_none() => {
                 let mut batch = vec![first];
                 while batch.len() < 64 {
                     match rx.try_recv() {
@@ -172,7 +181,16 @@ pub async fn daemon(options: &Options) -> Result<()> {
                         Err(_) => break,
                     }
                 }
-                let recorded = process(&mut store, &grader, &metrics, batch)?;
+                let (recorder, grader, metrics) =
+                    (Arc::clone(&recorder), Arc::clone(&grader), Arc::clone(&metrics));
+                recording = Some(tokio::task::spawn_blocking(move || {
+                    let mut store = recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    process(&mut store, &grader, &metrics, batch)
+                }));
+            }
+            done = async { recording.as_mut().expect("guarded by the condition").await }, if recording.is_some() => {
+                recording = None;
+                let recorded = done.context("the recording task")??;
                 for channel in alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())? {
                     channels.wake(&channel);
                 }
@@ -214,7 +232,7 @@ pub async fn daemon(options: &Options) -> Result<()> {
                     match channels.configure(&new).await {
                         Ok(()) => {
                             config = new;
-                            grader = Grader::new(config.taxonomy(options.taxonomy));
+                            grader = Arc::new(Grader::new(config.taxonomy(options.taxonomy)));
                             retire_unconfigured(&mut store, &config)?;
                             tracing::info!("plumbline watch: reloaded {}", options.config.display());
                         }
@@ -240,7 +258,15 @@ pub async fn daemon(options: &Options) -> Result<()> {
     while let Ok(c) = rx.try_recv() {
         finished.push(c);
     }
-    if !finished.is_empty() {
+    if recording.is_some() {
+        // Stopping does not wait for a batch still being graded: its
+        // transaction commits whole if it ends before the process does,
+        // else not at all. The listings behind it are not recorded.
+        tracing::warn!(
+            waiting = finished.len(),
+            "plumbline watch: stopped while a batch was being recorded; it is kept only if it finishes first"
+        );
+    } else if !finished.is_empty() {
         let recorded = process(&mut store, &grader, &metrics, finished)?;
         // Queued, so that the next run delivers them.
         alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
