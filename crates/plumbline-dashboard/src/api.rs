@@ -531,21 +531,25 @@ async fn observation(
 async fn change(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    crate::not_cross_site(&headers)?;
     // Read under the store lock; grade the one change after releasing it.
     let (inputs, review) = state
         .with_store(move |store, inner| change_inputs_view(&*store, inner, &name, &id, &tool))
         .await?;
-    let json = crate::blocking(move || {
-        let detail = inputs.grade(&state.inner.grader);
-        serde_json::to_value(change_json(
-            &detail,
-            review.as_ref(),
-            state.inner.grader.taxonomy(),
-        ))
-        .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
-    })
-    .await??;
+    let json = state
+        .clone()
+        .costly(move || {
+            let detail = inputs.grade(&state.inner.grader);
+            serde_json::to_value(change_json(
+                &detail,
+                review.as_ref(),
+                state.inner.grader.taxonomy(),
+            ))
+            .map_err(|e| Failure::Internal(format!("cannot write the change as JSON: {e}")))
+        })
+        .await??;
     Ok(Json(json))
 }
 

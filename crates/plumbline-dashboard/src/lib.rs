@@ -117,7 +117,15 @@ pub(crate) struct Inner {
     pub(crate) grader: plumbline_history::Grader,
     pub(crate) access: auth::Access,
     pub(crate) reviewer: String,
+    /// Permits for the costly work of a change (grading it, diffing and
+    /// highlighting a megabyte tool): at most this many at once, so that
+    /// requests piling up cannot pile up CPU work.
+    costly: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many changes may be graded and rendered at once; a request beyond
+/// is answered 503 at once rather than queued.
+pub const COSTLY_AT_ONCE: usize = 2;
 
 impl AppState {
     /// The dashboard over `store`.
@@ -130,6 +138,7 @@ impl AppState {
                 grader: plumbline_history::Grader::new(options.taxonomy),
                 access: auth::Access::new(options.token.filter(|t| !t.is_empty()), &secret),
                 reviewer: options.reviewer,
+                costly: Arc::new(tokio::sync::Semaphore::new(COSTLY_AT_ONCE)),
             }),
         })
     }
@@ -171,6 +180,56 @@ impl AppState {
         })
         .await?
     }
+}
+
+impl AppState {
+    /// Runs the costly part of a change request, `f`, on a blocking thread
+    /// within [`REQUEST_BUDGET`], if one of the [`COSTLY_AT_ONCE`] permits
+    /// is free; else answers 503 at once. The permit is held until the work
+    /// ends, even past the budget, so at most that many run at any time.
+    pub(crate) async fn costly<T, F>(&self, f: F) -> Result<T, Failure>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let Ok(permit) = Arc::clone(&self.inner.costly).try_acquire_owned() else {
+            return Err(Failure::Rejected(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{COSTLY_AT_ONCE} other changes are being graded right now; try again in a moment"
+                ),
+            ));
+        };
+        blocking(move || {
+            let _permit = permit;
+            f()
+        })
+        .await
+    }
+}
+
+/// Refuses a request for a costly page (a change, a raw download) that a
+/// browser says comes from another site, unless it is a person opening it
+/// (a top-level navigation they started, as from a link in an alert): a
+/// page elsewhere cannot make browsers fetch such pages in bulk.
+pub(crate) fn not_cross_site(headers: &axum::http::HeaderMap) -> Result<(), Failure> {
+    let is = |name: &str, value: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case(value))
+    };
+    if is("sec-fetch-site", "cross-site")
+        && !(is("sec-fetch-mode", "navigate")
+            && is("sec-fetch-dest", "document")
+            && is("sec-fetch-user", "?1"))
+    {
+        return Err(Failure::Forbidden(
+            "this page is not served to requests from another site; open it from the dashboard"
+                .to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 /// The longest one request's work may take before the request is answered
@@ -266,6 +325,89 @@ mod tests {
                 .ok(),
             Some(7)
         );
+    }
+
+    /// Issue 23, hole 14: costly work is limited to a few at once; one
+    /// more is refused at once instead of queued.
+    #[tokio::test]
+    async fn costly_work_beyond_the_permits_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = AppState::open(&dir.path().join("p.db"), Options::default()).expect("state");
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let mut running = Vec::new();
+        for _ in 0..COSTLY_AT_ONCE {
+            let (state, wait) = (state.clone(), Arc::clone(&wait));
+            running.push(tokio::spawn(async move {
+                state
+                    .costly(move || {
+                        let _ = wait.lock().unwrap().recv();
+                    })
+                    .await
+            }));
+        }
+        // Until every permit is taken, a further request may still get one.
+        while state.inner.costly.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        match state.costly(|| ()).await {
+            Err(Failure::Rejected(status, message)) => {
+                assert_eq!(status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
+                assert!(message.contains("being graded"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        for _ in 0..COSTLY_AT_ONCE {
+            release.send(()).unwrap();
+        }
+        for r in running {
+            r.await.unwrap().expect("ran");
+        }
+        assert_eq!(state.costly(|| 7).await.ok(), Some(7));
+    }
+
+    #[test]
+    fn only_a_person_opening_a_costly_page_from_another_site_is_served() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = axum::http::HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert!(not_cross_site(&headers(&[])).is_ok());
+        assert!(not_cross_site(&headers(&[("sec-fetch-site", "same-origin")])).is_ok());
+        for embedded in [
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-dest", "image"),
+                ("sec-fetch-mode", "no-cors"),
+            ][..],
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-dest", "iframe"),
+                ("sec-fetch-mode", "navigate"),
+            ],
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-dest", "empty"),
+                ("sec-fetch-mode", "cors"),
+            ],
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-dest", "document"),
+                ("sec-fetch-mode", "navigate"),
+            ],
+        ] {
+            assert!(not_cross_site(&headers(embedded)).is_err(), "{embedded:?}");
+        }
+        assert!(not_cross_site(&headers(&[
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-dest", "document"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-user", "?1"),
+        ]))
+        .is_ok());
     }
 
     fn addr(s: &str) -> SocketAddr {

@@ -1526,3 +1526,85 @@ async fn the_api_reviews_every_change_of_an_observation_at_once() {
     .await;
     assert_eq!(none.status, StatusCode::NOT_FOUND, "{}", none.body);
 }
+
+/// Issue 23, hole 14: the change page of a tool built to make grading slow
+/// (a 2 MB description of two words in random order) is answered, not 503
+/// after the budget with the work burning on; and another site cannot make
+/// a browser fetch such pages (an image or frame), though a person may open
+/// one from a link there.
+#[tokio::test]
+async fn a_costly_change_page_is_answered_and_refused_to_other_sites() {
+    let fx = seed();
+    let mut seed = 3u64;
+    let mut coin = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        if seed >> 63 == 0 {
+            "a"
+        } else {
+            "b"
+        }
+    };
+    let mut text = |n: usize| (0..n).map(|_| coin()).collect::<Vec<_>>().join(" ");
+    let before = format!(r#"{{"name":"huge","description":"{}"}}"#, text(1_000_000));
+    let after = format!(r#"{{"name":"huge","description":"{}"}}"#, text(1_000_000));
+    let second = {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        let grader = plumbline_history::Grader::new(plumbline_taxonomy::Taxonomy::V1);
+        let mut record = |o: NewObservation| {
+            plumbline_history::record(
+                &mut store,
+                &grader,
+                vec![plumbline_history::Observed {
+                    identity: r#"{"transport":"stdio","command":"big"}"#.to_owned(),
+                    observation: o,
+                }],
+            )
+            .expect("recorded")[0]
+                .observation
+        };
+        record(observation("big", T0 + 100_000, &[&before]));
+        record(observation("big", T0 + 200_000, &[&after]))
+    };
+    let (router, _) = app(&fx, None);
+    let path = change_path_of("big", second, "huge");
+    let page = get(&router, &path).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("R08"), "graded within the bound");
+
+    let from_elsewhere = |extra: &[(&'static str, &'static str)], uri: &str| {
+        let mut r = Request::builder().uri(uri.to_owned());
+        r = r.header("sec-fetch-site", "cross-site");
+        for (k, v) in extra {
+            r = r.header(*k, *v);
+        }
+        r.body(Body::empty()).unwrap()
+    };
+    let raw = format!("/servers/big/observations/{second}/tools/huge/raw");
+    let api = format!("/api/v1/servers/big/observations/{second}/tools/huge");
+    for uri in [&path, &raw, &api] {
+        let a = send(
+            &router,
+            from_elsewhere(
+                &[("sec-fetch-dest", "image"), ("sec-fetch-mode", "no-cors")],
+                uri,
+            ),
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{uri}");
+    }
+    let opened = send(
+        &router,
+        from_elsewhere(
+            &[
+                ("sec-fetch-dest", "document"),
+                ("sec-fetch-mode", "navigate"),
+                ("sec-fetch-user", "?1"),
+            ],
+            &path,
+        ),
+    )
+    .await;
+    assert_eq!(opened.status, StatusCode::OK);
+}

@@ -231,7 +231,9 @@ fn long_sides(r: &FieldRow, raw: &RawLinks) -> (Markup, Markup) {
 pub(super) async fn change(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Html<String>, PageError> {
+    crate::not_cross_site(&headers)?;
     let server = name.clone();
     // Only reading holds the store; grading the one change, diffing and
     // highlighting (CPU work on a megabyte tool) run after, on a blocking
@@ -241,11 +243,13 @@ pub(super) async fn change(
             views::change_inputs_view(&*store, inner, &name, &id, &tool)
         })
         .await?;
-    let html = crate::blocking(move || {
-        let detail = inputs.grade(&state.inner.grader);
-        change_page(&server, &detail, review.as_ref(), &state)
-    })
-    .await?;
+    let html = state
+        .clone()
+        .costly(move || {
+            let detail = inputs.grade(&state.inner.grader);
+            change_page(&server, &detail, review.as_ref(), &state)
+        })
+        .await?;
     Ok(html)
 }
 
@@ -254,7 +258,9 @@ pub(super) async fn change(
 pub(super) async fn raw(
     State(state): State<AppState>,
     Path((name, id, ToolName(tool))): Path<(String, String, ToolName)>,
+    headers: axum::http::HeaderMap,
 ) -> Result<Response, PageError> {
+    crate::not_cross_site(&headers)?;
     let (bytes, file) = state
         .with_store(move |store, _| {
             changes::server(&*store, &name)?;
