@@ -190,9 +190,15 @@ impl Alert {
         }
     }
 
-    /// The JSON body every channel but Slack sends.
+    /// The JSON body every channel but Slack sends: hidden, bidi and
+    /// control characters from servers written as `\u` escapes, so that a
+    /// terminal or log viewer showing the line cannot be steered (the JSON
+    /// value is the same).
     pub fn body(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        let text = serde_json::to_string(self).unwrap_or_default();
+        plumbline_base::sanitize::escape_hidden_in_json(&text)
+            .into_owned()
+            .into_bytes()
     }
 
     /// A one-line summary for people, sanitised.
@@ -519,6 +525,26 @@ mod tests {
             sign(b"Jefe", b"what do ya want for nothing?"),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    /// Issue 23, item 15: the JSON Lines channel (and every JSON body)
+    /// carries no raw RLO or C1 character, yet the same value.
+    #[test]
+    fn bodies_escape_bidi_and_c1_characters() {
+        let alert = Alert::failure("s\u{202e}x", 1, "bad \u{9b}31m and \u{1b}[2J");
+        let body = alert.body();
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert!(
+            !text.chars().any(plumbline_base::sanitize::needs_escape),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("\\u202e") || text.contains("\\u202E"),
+            "{text}"
+        );
+        let back: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back["server"], "s\u{202e}x");
+        assert_eq!(back["error"], "bad \u{9b}31m and \u{1b}[2J");
     }
 
     #[test]

@@ -1608,3 +1608,58 @@ async fn a_costly_change_page_is_answered_and_refused_to_other_sites() {
     .await;
     assert_eq!(opened.status, StatusCode::OK);
 }
+
+/// Issue 23, item 15: page titles (tabs, history lists, bookmarks) carry
+/// no raw control, bidi or hidden character from a server.
+#[tokio::test]
+async fn page_titles_carry_no_raw_control_or_bidi_characters() {
+    let fx = seed();
+    let name = "evil\u{202e}txt.exe\u{1b}[2J\u{200b}";
+    let tool = |d: &str| {
+        serde_json::json!({"name": name, "description": d, "inputSchema": {"type": "object"}})
+            .to_string()
+    };
+    let second = {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        let grader = plumbline_history::Grader::new(plumbline_taxonomy::Taxonomy::V1);
+        let mut record = |o: NewObservation| {
+            plumbline_history::record(
+                &mut store,
+                &grader,
+                vec![plumbline_history::Observed {
+                    identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
+                    observation: o,
+                }],
+            )
+            .expect("recorded")[0]
+                .observation
+        };
+        record(observation("titles", T0 + 100_000, &[&tool("Reads.")]));
+        record(observation(
+            "titles",
+            T0 + 200_000,
+            &[&tool("Reads files.")],
+        ))
+    };
+    let (router, _) = app(&fx, None);
+    for uri in [
+        plumbline_dashboard::links::change("titles", second, name),
+        plumbline_dashboard::links::tool("titles", name),
+    ] {
+        let page = get(&router, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}");
+        let title = page
+            .body
+            .split("<title>")
+            .nth(1)
+            .and_then(|t| t.split("</title>").next())
+            .expect("a title");
+        assert!(
+            !title
+                .chars()
+                .any(plumbline_taxonomy::sanitize::needs_escape),
+            "{uri}: {title:?}"
+        );
+        assert!(title.contains("evil"), "{title}");
+    }
+}

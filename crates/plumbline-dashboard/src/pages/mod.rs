@@ -143,7 +143,9 @@ fn layout(taxonomy: Option<Taxonomy>, title: &str, body: Markup) -> Html<String>
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="referrer" content="no-referrer";
-                title { (title) " · Plumbline" }
+                // A title is plain text in tabs and history lists: server
+                // text in it is shown with its hidden characters escaped.
+                title { (plumbline_taxonomy::sanitize::for_terminal(title, false)) " · Plumbline" }
                 link rel="stylesheet" href=(STYLESHEET);
             }
             body {
