@@ -17,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 pub const LOCK_VERSION: u32 = 1;
 
+/// The largest lock file read: every server's tools at the client's
+/// listing bound, with room to spare.
+pub const MAX_LOCK_BYTES: u64 = 256 << 20;
+
 const HEADER: &str = "# plumbline.lock: the reviewed definitions of each MCP server's tools.\n# Written by `plumbline pin`; checked by `plumbline check`. Review changes\n# to it like code. Each definition is RFC 8785 canonical JSON.\n\n";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,8 +167,7 @@ impl LockFile {
                 path.display()
             );
         }
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = plumbline_config::read_file(path, MAX_LOCK_BYTES)?;
         // A reviewed file must show what it holds: a hidden, bidi or tag
         // character is accepted only as a `\u` escape (as `pin` writes it).
         for (i, line) in text.lines().enumerate() {

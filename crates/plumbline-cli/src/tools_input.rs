@@ -46,35 +46,12 @@ fn raw_tools(text: &str) -> Result<Vec<&RawValue>, serde_json::Error> {
 /// one message, twice over.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
-/// Reads a regular file of at most [`MAX_FILE_BYTES`] as UTF-8. A FIFO, a
-/// device (`/dev/zero` behind a symlink) or a directory is refused before
-/// reading, so nothing hangs or fills memory.
+/// Reads a saved listing of at most [`MAX_FILE_BYTES`] as UTF-8
+/// ([`plumbline_config::read_file`]): a FIFO, a device (`/dev/zero` behind
+/// a symlink), a directory or a `/proc` file is refused before anything
+/// hangs, fills memory or is quoted.
 pub fn read_bounded(path: &Path) -> Result<String> {
-    use std::io::Read as _;
-    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
-    if !meta.is_file() {
-        bail!("{}: not a regular file", path.display());
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        bail!(
-            "{}: {} bytes, more than the {} a saved listing may have",
-            path.display(),
-            meta.len(),
-            MAX_FILE_BYTES
-        );
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
-        .with_context(|| format!("reading {}", path.display()))?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        bail!(
-            "{}: grew past {} bytes while read",
-            path.display(),
-            MAX_FILE_BYTES
-        );
-    }
-    Ok(text)
+    plumbline_config::read_file(path, MAX_FILE_BYTES)
 }
 
 /// The tool names of a saved listing (any shape [`read`] accepts, or JSON

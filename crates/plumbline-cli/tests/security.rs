@@ -598,3 +598,35 @@ fn a_secret_echoed_on_a_skipped_stdout_line_is_redacted() {
         );
     }
 }
+
+/// Issue 23, item 15: `--lock` and `--config` are read bounded, and a file
+/// that is not an ordinary one is refused without being quoted: a lock
+/// linked to `/proc/self/environ` printed the environment in the error.
+#[test]
+fn a_lock_or_config_linked_to_proc_is_refused_without_quoting_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    std::os::unix::fs::symlink("/proc/self/environ", d.join("plumbline.lock")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/environ", d.join("linked.toml")).unwrap();
+    std::fs::write(d.join("shop.json"), r#"{"tools":[]}"#).unwrap();
+    let secret = [("SEKRET_FOR_THE_TEST", "sekret-value-0099")];
+    for args in [
+        &["check", "--tools", "shop.json"][..],
+        &["observe", "--config", "linked.toml", "--store", "p.db"],
+    ] {
+        let o = common::plumbline_env(d, args, &secret);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        let all = text(&o);
+        assert!(!all.contains("sekret"), "{args:?}: {all}");
+        assert!(all.contains("not an ordinary file"), "{args:?}: {all}");
+    }
+    // A FIFO is refused before anything waits on it.
+    let made = Command::new("mkfifo")
+        .arg(d.join("fifo.toml"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let o = common::plumbline_env(d, &["observe", "--config", "fifo.toml"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not a regular file"), "{}", text(&o));
+}
