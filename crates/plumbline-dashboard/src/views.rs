@@ -68,6 +68,37 @@ pub(crate) fn change_inputs_view(
     Ok((inputs, review))
 }
 
+/// The reviewer (the given one, else the dashboard's) and note of a
+/// verdict, trimmed and within their bounds.
+fn checked(
+    state: &AppState,
+    reviewer: Option<String>,
+    note: Option<String>,
+) -> Result<(String, Option<String>), Failure> {
+    let reviewer = reviewer
+        .map(|r| r.trim().to_owned())
+        .filter(|r| !r.is_empty())
+        .unwrap_or_else(|| state.inner.reviewer.clone());
+    if reviewer.is_empty() {
+        return Err(Failure::BadRequest("a reviewer name is needed".to_owned()));
+    }
+    if reviewer.chars().count() > MAX_REVIEWER_CHARS {
+        return Err(Failure::BadRequest(format!(
+            "the reviewer name is longer than {MAX_REVIEWER_CHARS} characters"
+        )));
+    }
+    let note = note.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty());
+    if note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
+    {
+        return Err(Failure::BadRequest(format!(
+            "the note is longer than {MAX_NOTE_CHARS} characters"
+        )));
+    }
+    Ok((reviewer, note))
+}
+
 /// A verdict to record, from the API or a form.
 pub(crate) struct Verdict {
     pub status: ReviewStatus,
@@ -84,32 +115,7 @@ pub(crate) async fn record_verdict(
     tool: String,
     verdict: Verdict,
 ) -> Result<(Review, Option<Baseline>), Failure> {
-    let default_reviewer = state.inner.reviewer.clone();
-    let reviewer = verdict
-        .reviewer
-        .map(|r| r.trim().to_owned())
-        .filter(|r| !r.is_empty())
-        .unwrap_or(default_reviewer);
-    if reviewer.is_empty() {
-        return Err(Failure::BadRequest("a reviewer name is needed".to_owned()));
-    }
-    if reviewer.chars().count() > MAX_REVIEWER_CHARS {
-        return Err(Failure::BadRequest(format!(
-            "the reviewer name is longer than {MAX_REVIEWER_CHARS} characters"
-        )));
-    }
-    let note = verdict
-        .note
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty());
-    if note
-        .as_ref()
-        .is_some_and(|n| n.chars().count() > MAX_NOTE_CHARS)
-    {
-        return Err(Failure::BadRequest(format!(
-            "the note is longer than {MAX_NOTE_CHARS} characters"
-        )));
-    }
+    let (reviewer, note) = checked(state, verdict.reviewer, verdict.note)?;
     let at_ms = plumbline_store::time::now_ms();
     state
         .with_store(move |store, inner| {
@@ -229,60 +235,66 @@ pub(crate) struct ReviewedAll {
     pub skipped: Vec<(String, String)>,
 }
 
-/// Records `verdict` on every change of an observation, each as the
-/// single-change review records it. A change that cannot be accepted (a
-/// name listed more than once) is skipped and said so; any other refusal
-/// (a bad reviewer name, say) stops before anything is recorded.
+/// Records `verdict` on every change of an observation, as the
+/// single-change review records each, in one transaction: all of them or,
+/// when the store refuses one, none. A change that cannot be accepted (a
+/// name listed more than once, an unreadable tool) is skipped and said so.
+/// The baseline edits of every change are worked out in one pass over the
+/// two listings, so accepting 10,000 changes costs one pass and one
+/// commit, not one grading and one commit each.
 pub(crate) async fn review_all(
     state: &AppState,
     server: String,
     id: String,
     verdict: Verdict,
 ) -> Result<ReviewedAll, Failure> {
-    let id_text = id.clone();
-    let name = server.clone();
-    let view = state
-        .with_store(move |store, inner| observation_view(&*store, inner, &name, &id_text))
-        .await?;
-    let observation = view.observation.summary.id;
-    let tools: Vec<String> = view
-        .step
-        .changes
-        .tools
-        .iter()
-        .map(|t| t.name.clone())
-        .collect();
-    if tools.is_empty() {
-        return Err(Failure::BadRequest(format!(
-            "observation {observation} has no change to review"
-        )));
-    }
-    let mut done = ReviewedAll {
-        observation,
-        recorded: Vec::new(),
-        skipped: Vec::new(),
-    };
-    for tool in tools {
-        let one = Verdict {
-            status: verdict.status,
-            reviewer: verdict.reviewer.clone(),
-            note: verdict.note.clone(),
-        };
-        match record_verdict(
-            state,
-            server.clone(),
-            observation.to_string(),
-            tool.clone(),
-            one,
-        )
-        .await
-        {
-            Ok(_) => done.recorded.push(tool),
-            Err(Failure::NotAcceptable(m)) if verdict.status == ReviewStatus::Accepted => {
-                done.skipped.push((tool, m));
+    let (reviewer, note) = checked(state, verdict.reviewer, verdict.note)?;
+    let status = verdict.status;
+    let at_ms = plumbline_store::time::now_ms();
+    state
+        .with_store(move |store, inner| {
+            changes::server(&*store, &server)?;
+            let observation = observation_id(&id)?;
+            let all = changes::baseline_edits_all(&*store, &inner.grader, &server, observation)?;
+            if all.is_empty() {
+                return Err(Failure::BadRequest(format!(
+                    "observation {observation} has no change to review"
+                )));
             }
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+            let review = |tool: &str| NewReview {
+                observation,
+                tool: tool.to_owned(),
+                reviewer: reviewer.clone(),
+                at_ms,
+                note: note.clone(),
+            };
+            let mut done = ReviewedAll {
+                observation,
+                recorded: Vec::new(),
+                skipped: Vec::new(),
+            };
+            match status {
+                ReviewStatus::Reviewed => {
+                    let reviews: Vec<NewReview> =
+                        all.iter().map(|(tool, _)| review(tool)).collect();
+                    store.mark_all_reviewed(&reviews)?;
+                    done.recorded = all.into_iter().map(|(tool, _)| tool).collect();
+                }
+                ReviewStatus::Accepted => {
+                    let mut accepts = Vec::new();
+                    for (tool, edits) in all {
+                        match edits {
+                            Ok(edits) => {
+                                accepts.push((review(&tool), edits));
+                                done.recorded.push(tool);
+                            }
+                            Err(why) => done.skipped.push((tool, why)),
+                        }
+                    }
+                    store.accept_changes(&accepts)?;
+                }
+            }
+            Ok(done)
+        })
+        .await
 }

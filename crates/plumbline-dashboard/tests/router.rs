@@ -1663,3 +1663,90 @@ async fn page_titles_carry_no_raw_control_or_bidi_characters() {
         assert!(title.contains("evil"), "{title}");
     }
 }
+
+/// Issue 23, item 15: accepting a whole observation is one transaction.
+/// When the store refuses one of its changes (the baseline already holds a
+/// later version of that tool), none is accepted, where before the changes
+/// before it were (half-accepted); and many changes are accepted in one
+/// pass (3,000 here; each was graded again and committed alone before).
+#[tokio::test]
+async fn accepting_an_observation_is_all_or_nothing_and_one_pass() {
+    let fx = seed();
+    let tool = |name: &str, d: &str| {
+        serde_json::json!({"name": name, "description": d, "inputSchema": {"type": "object"}})
+            .to_string()
+    };
+    let (second, third, many) = {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        let grader = plumbline_history::Grader::new(plumbline_taxonomy::Taxonomy::V1);
+        let mut record = |server: &str, at: i64, tools: Vec<String>| {
+            let refs: Vec<&str> = tools.iter().map(String::as_str).collect();
+            plumbline_history::record(
+                &mut store,
+                &grader,
+                vec![plumbline_history::Observed {
+                    identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
+                    observation: observation(server, at, &refs),
+                }],
+            )
+            .expect("recorded")[0]
+                .observation
+        };
+        record("pair", T0 + 1, vec![tool("a", "One."), tool("z", "One.")]);
+        let second = record("pair", T0 + 2, vec![tool("a", "Two."), tool("z", "Two.")]);
+        let third = record("pair", T0 + 3, vec![tool("a", "Two."), tool("z", "Three.")]);
+        let names: Vec<String> = (0..3000).map(|i| format!("t{i:04}")).collect();
+        record(
+            "many",
+            T0 + 1,
+            names.iter().map(|n| tool(n, "Old.")).collect(),
+        );
+        let many = record(
+            "many",
+            T0 + 2,
+            names.iter().map(|n| tool(n, "New.")).collect(),
+        );
+        (second, third, many)
+    };
+    let (router, _) = app(&fx, None);
+    // z's change at the third observation is accepted first.
+    let a = send(
+        &router,
+        json_post(
+            &format!("/api/v1/servers/pair/observations/{third}/tools/z/review"),
+            serde_json::json!({"status": "accepted", "reviewer": "ann"}),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    // Accepting all of the second observation would roll z back: refused
+    // whole, and a is not accepted either.
+    let a = send(
+        &router,
+        json_post(
+            &format!("/api/v1/servers/pair/observations/{second}/review"),
+            serde_json::json!({"status": "accepted", "reviewer": "ann"}),
+        ),
+    )
+    .await;
+    assert_ne!(a.status, StatusCode::OK, "{}", a.body);
+    assert!(a.body.contains("later version"), "{}", a.body);
+    let baseline = get(&router, "/api/v1/servers/pair/baseline").await.json();
+    let a_at = baseline["tools"]["a"]["observation"].as_i64();
+    assert!(
+        a_at.is_some_and(|at| at != second.0),
+        "a was accepted alone: {baseline}"
+    );
+
+    let a = send(
+        &router,
+        json_post(
+            &format!("/api/v1/servers/many/observations/{many}/review"),
+            serde_json::json!({"status": "accepted", "reviewer": "ann"}),
+        ),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.json()["recorded"].as_array().map(Vec::len), Some(3000));
+    assert_eq!(unreviewed(&router, "many").await, 0);
+}

@@ -258,6 +258,18 @@ pub trait Store {
         edits: &[BaselineEdit],
     ) -> Result<(), StoreError>;
 
+    /// Marks every change of `reviews` reviewed, in one transaction: all
+    /// of them or none.
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError>;
+
+    /// Accepts every change of `accepts` (each with its baseline edits, in
+    /// order) in one transaction: all of them or none, as
+    /// [`Store::accept_change`] does one.
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError>;
+
     /// Every verdict on the changes of a server's observations, by
     /// observation, then tool name.
     fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError>;

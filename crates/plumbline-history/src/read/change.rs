@@ -253,3 +253,89 @@ pub fn baseline_edits(detail: &ChangeDetail) -> Result<Vec<BaselineEdit>, Failur
         }
     })
 }
+
+/// One change's tool and what accepting it edits in the baseline, or why
+/// it cannot be accepted.
+pub type ChangeEdits = (String, Result<Vec<BaselineEdit>, String>);
+
+/// What accepting each change of observation `id` of `server` edits in the
+/// baseline, worked out at once from the recorded grades and the two
+/// listings (no change is graded again): for accepting a whole
+/// observation, which must cost one pass, not one per change. Each change
+/// comes with its edits, or with why it cannot be accepted (a name listed
+/// more than once, a tool that could not be read); the same edits
+/// [`baseline_edits`] gives for one change.
+pub fn baseline_edits_all(
+    store: &impl Store,
+    grader: &Grader,
+    server: &str,
+    id: ObservationId,
+) -> Result<Vec<ChangeEdits>, Failure> {
+    let observation = observation_of(store, server, id)?;
+    let nothing = || Failure::NotFound(format!("observation {id} of {server:?} has no change"));
+    if !observation.summary.outcome.is_ok() {
+        return Err(nothing());
+    }
+    let previous = store
+        .latest_successful(server, Some(id))?
+        .ok_or_else(nothing)?;
+    let summary = changes_between(store, grader, &previous, &observation.summary)?;
+    let previous_obs = read_observation(store, previous.id)?;
+    // Name → (how many copies, the first copy's version).
+    let index = |o: &Observation| {
+        let mut by: BTreeMap<String, (usize, Option<Digest>)> = BTreeMap::new();
+        for t in &o.tools {
+            if let Some(name) = &t.name {
+                let e = by.entry(name.clone()).or_insert((0, t.canonical_digest));
+                e.0 += 1;
+            }
+        }
+        by
+    };
+    let (now, before) = (index(&observation), index(&previous_obs));
+    let copies = |name: &str| {
+        now.get(name)
+            .map_or(0, |e| e.0)
+            .max(before.get(name).map_or(0, |e| e.0))
+    };
+    let set = |name: &str| -> Result<BaselineEdit, String> {
+        match now.get(name) {
+            Some((_, Some(digest))) => Ok(BaselineEdit::Set {
+                tool: name.to_owned(),
+                canonical_digest: *digest,
+            }),
+            _ => Err(format!("the new version of tool {name:?} is missing")),
+        }
+    };
+    Ok(summary
+        .tools
+        .iter()
+        .map(|t| {
+            let name = t.name.as_str();
+            let from = match &t.change {
+                Change::Renamed { from } => Some(from.as_str()),
+                _ => None,
+            };
+            let edits = if copies(name) > 1 || from.is_some_and(|f| copies(f) > 1) {
+                Err(format!(
+                    "the listing carries {name:?} more than once, so no one version can be accepted; mark the change reviewed"
+                ))
+            } else {
+                match &t.change {
+                    Change::Added | Change::Changed => set(name).map(|e| vec![e]),
+                    Change::Removed => Ok(vec![BaselineEdit::Remove {
+                        tool: name.to_owned(),
+                    }]),
+                    Change::Renamed { from } => set(name).map(|e| {
+                        vec![BaselineEdit::Remove { tool: from.clone() }, e]
+                    }),
+                    Change::Unchanged => Ok(Vec::new()),
+                    Change::Unreadable { reason } => Err(format!(
+                        "tool {name:?} could not be read ({reason}), so it has no version to accept; fix the server, or mark the change reviewed"
+                    )),
+                }
+            };
+            (t.name.clone(), edits)
+        })
+        .collect())
+}

@@ -812,6 +812,19 @@ impl Store for SqliteStore {
         self.write_review(review, ReviewStatus::Accepted, edits)
     }
 
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
+        let items: Vec<(NewReview, Vec<BaselineEdit>)> =
+            reviews.iter().map(|r| (r.clone(), Vec::new())).collect();
+        self.write_reviews(ReviewStatus::Reviewed, &items)
+    }
+
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError> {
+        self.write_reviews(ReviewStatus::Accepted, accepts)
+    }
+
     fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
         let server_id = self.server_id(server)?;
         let what = format!("the reviews of server {server:?}");
