@@ -320,21 +320,223 @@ impl Known {
         self.values.is_empty()
     }
 
-    /// `text` with every known value replaced.
+    /// `text` with every known value replaced: as written, and also where
+    /// it is echoed JSON-escaped (`\"`, `\u00e9`), percent-encoded (as an
+    /// HTTP client rewrites a URL) or cut off (at the end of the text, or
+    /// where an excerpt ends with `…`) after at least
+    /// [`Known::MIN_CUT_PREFIX`] characters.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let mut out = Cow::Borrowed(text);
         for (value, name) in &self.values {
+            let mark = format!("<redacted ${{{name}}}>");
             if out.contains(value.as_str()) {
-                out = Cow::Owned(out.replace(value.as_str(), &format!("<redacted ${{{name}}}>")));
+                out = Cow::Owned(out.replace(value.as_str(), &mark));
+            }
+            for decoding in [Decoding::JsonEscapes, Decoding::PercentEscapes] {
+                if let Some(redacted) = redact_decoded(&out, value, &mark, decoding) {
+                    out = Cow::Owned(redacted);
+                }
+            }
+            if let Some(redacted) = redact_cut(&out, value, &mark) {
+                out = Cow::Owned(redacted);
             }
         }
         out
     }
+
+    /// How much of a value an echo cut off must show to be redacted.
+    pub const MIN_CUT_PREFIX: usize = 8;
+}
+
+/// Ways a value can be spelt in text that echoes it.
+#[derive(Clone, Copy)]
+enum Decoding {
+    /// JSON string escapes: `\"`, `\\`, `\n`, `\uXXXX` (and surrogate pairs).
+    JsonEscapes,
+    /// URL percent escapes: `%XX`.
+    PercentEscapes,
+}
+
+/// Decoded bytes, each with the byte range of the text it came from.
+type Decoded = (Vec<u8>, Vec<(usize, usize)>);
+
+/// `text` decoded, each decoded byte with the range of `text` it came
+/// from; `None` when `text` has nothing to decode.
+fn decoded(text: &str, decoding: Decoding) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    let escape = match decoding {
+        Decoding::JsonEscapes => b'\\',
+        Decoding::PercentEscapes => b'%',
+    };
+    if !bytes.contains(&escape) {
+        return None;
+    }
+    let hex = |s: &[u8]| -> Option<u32> {
+        let s = std::str::from_utf8(s).ok()?;
+        u32::from_str_radix(s, 16).ok()
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut from = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        let (decoded, used): (Vec<u8>, usize) = match (decoding, rest) {
+            (Decoding::PercentEscapes, [b'%', a, b, ..])
+                if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() =>
+            {
+                (vec![hex(&rest[1..3]).unwrap_or(0) as u8], 3)
+            }
+            (Decoding::JsonEscapes, [b'\\', b'u', ..]) if rest.len() >= 6 => match hex(&rest[2..6])
+            {
+                Some(high @ 0xD800..=0xDBFF) => {
+                    let low = (rest.len() >= 12 && rest[6] == b'\\' && rest[7] == b'u')
+                        .then(|| hex(&rest[8..12]))
+                        .flatten()
+                        .filter(|l| (0xDC00..=0xDFFF).contains(l));
+                    match low {
+                        Some(low) => {
+                            let c =
+                                char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                                    .unwrap_or('\u{FFFD}');
+                            (c.to_string().into_bytes(), 12)
+                        }
+                        None => ("\u{FFFD}".as_bytes().to_vec(), 6),
+                    }
+                }
+                Some(code) => (
+                    char::from_u32(code)
+                        .unwrap_or('\u{FFFD}')
+                        .to_string()
+                        .into_bytes(),
+                    6,
+                ),
+                None => (vec![rest[0]], 1),
+            },
+            (Decoding::JsonEscapes, [b'\\', c, ..]) => match c {
+                b'"' | b'\\' | b'/' => (vec![*c], 2),
+                b'n' => (vec![b'\n'], 2),
+                b't' => (vec![b'\t'], 2),
+                b'r' => (vec![b'\r'], 2),
+                b'b' => (vec![8], 2),
+                b'f' => (vec![12], 2),
+                _ => (vec![rest[0]], 1),
+            },
+            _ => (vec![rest[0]], 1),
+        };
+        for b in decoded {
+            out.push(b);
+            from.push((i, i + used));
+        }
+        i += used;
+    }
+    Some((out, from))
+}
+
+/// `text` with every echo of `value` in the `decoding` spelling replaced by
+/// `mark`; `None` when there is none.
+fn redact_decoded(text: &str, value: &str, mark: &str, decoding: Decoding) -> Option<String> {
+    let (plain, from) = decoded(text, decoding)?;
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for at in memchr::memmem::find_iter(&plain, value.as_bytes()) {
+        let (start, end) = (from[at].0, from[at + value.len() - 1].1);
+        if spans.last().is_some_and(|&(_, e)| start < e) {
+            continue;
+        }
+        // Only an echo that was encoded: the plain one is already gone.
+        if end - start != value.len() {
+            spans.push((start, end));
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, end) in spans {
+        out.push_str(&text[last..start]);
+        out.push_str(mark);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    Some(out)
+}
+
+/// `text` with every beginning of `value` that is cut off (by the end of
+/// the text or an excerpt's `…`) after at least [`Known::MIN_CUT_PREFIX`]
+/// characters replaced by `mark`; `None` when there is none.
+fn redact_cut(text: &str, value: &str, mark: &str) -> Option<String> {
+    let head: String = value.chars().take(Known::MIN_CUT_PREFIX).collect();
+    if head.chars().count() < Known::MIN_CUT_PREFIX || !text.contains(head.as_str()) {
+        return None;
+    }
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for (at, _) in text.match_indices(head.as_str()) {
+        if spans.last().is_some_and(|&(_, e)| at < e) {
+            continue;
+        }
+        let shared: usize = text[at..]
+            .chars()
+            .zip(value.chars())
+            .take_while(|(a, b)| a == b)
+            .map(|(a, _)| a.len_utf8())
+            .sum();
+        let end = at + shared;
+        if shared < value.len() && (end == text.len() || text[end..].starts_with('…')) {
+            spans.push((at, end));
+        }
+    }
+    if spans.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, end) in spans {
+        out.push_str(&text[last..start]);
+        out.push_str(mark);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    Some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 23, item 15: echoes of a secret in other spellings are
+    /// redacted too.
+    #[test]
+    fn json_escaped_percent_encoded_and_cut_off_echoes_are_redacted() {
+        let mut known = Known::default();
+        known.insert("TOKEN", "s3cr\"et/path é|x");
+        known.insert("KEY", "abcdefghijklmnop");
+        let cases = [
+            // JSON-escaped, as a server echoing its config would.
+            r#"{"token":"s3cr\"et/path \u00e9|x"}"#,
+            r#"{"token":"s3cr\"et\/path é|x"}"#,
+            // Percent-encoded, as an HTTP client rewrites a URL.
+            "error sending request for url (http://127.0.0.1:9/in/s3cr%22et/path%20%C3%A9%7Cx)",
+            "http://h/in/s3cr%22et/path%20%c3%a9|x",
+            // Cut off at the end of the text, or of an excerpt.
+            "the key was abcdefghijk",
+            "skipped: key=abcdefghijkl… and more",
+        ];
+        for text in cases {
+            let out = known.redact(text);
+            assert!(
+                !out.contains("et/path") && !out.contains("et\\/path") && !out.contains("abcdefgh"),
+                "{text} → {out}"
+            );
+            assert!(out.contains("<redacted ${"), "{text} → {out}");
+        }
+        // A short shared beginning is not a secret's echo.
+        assert_eq!(
+            known.redact("abcdefg is the alphabet"),
+            "abcdefg is the alphabet"
+        );
+        // Text that merely has escapes is left alone.
+        assert_eq!(known.redact(r#"{"a":"\n%20"}"#), r#"{"a":"\n%20"}"#);
+    }
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
@@ -529,6 +731,23 @@ mod tests {
             let _ = redact_url(&s);
             let _ = redact_url_within(&s);
             let _ = redact_args(&[s.clone(), s.clone()]);
+        }
+
+        /// Echoes in any spelling: never a panic, and the value as written
+        /// never survives.
+        #[test]
+        fn known_values_are_redacted_in_any_text(
+            // No letter of the mark (`<redacted ${V}>`), so the mark itself
+            // cannot spell the value.
+            value in "[fghijklmnopqsuvwxyzé%\\\\\"]{4,12}",
+            text in "[fghijklmnopqsuvwxyzé%0-9A-F\\\\\"…]{0,40}",
+        ) {
+            let mut known = Known::default();
+            known.insert("V", &value);
+            let echoed = format!("{text}{value}{text}");
+            let out = known.redact(&echoed);
+            proptest::prop_assert!(!out.contains(value.as_str()), "{echoed} → {out}");
+            let _ = known.redact(&text);
         }
     }
 }

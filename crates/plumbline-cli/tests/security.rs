@@ -341,6 +341,21 @@ fn a_failing_webhook_keeps_its_error_without_the_expanded_secret() {
         error.contains("<redacted ${HOOK_PATH}>") || error.contains("REDACTED"),
         "{error}"
     );
+    // Issue 23, item 15: a path the HTTP client rewrites (percent-encodes)
+    // on its way into the error is redacted all the same.
+    let d2 = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(d.join("plumbline.toml"), d2.path().join("plumbline.toml")).unwrap();
+    let o = common::plumbline_env(
+        d2.path(),
+        &["watch", "--once", "--store", "p.db"],
+        &[("HOOK_KEY", KEY), ("HOOK_PATH", "seg ment\"13579 é")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let conn = rusqlite::Connection::open(d2.path().join("p.db")).expect("store");
+    let error: String = conn
+        .query_row("SELECT last_error FROM alerts", [], |r| r.get(0))
+        .expect("the failure alert was tried");
+    assert!(!error.contains("13579") && !error.contains(KEY), "{error}");
 }
 
 /// Finding 7: JSON outputs carry hidden and bidi characters as `\u`
