@@ -107,6 +107,86 @@ fn parsed(observation: &NewObservation) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Problems for the tools of `observation` whose normalisation rules hid a
+/// change: graded old → new as the server sent them, the change is MEDIUM
+/// or worse, and worse than graded as rewritten (a greedy rule swallowing
+/// an injected instruction along with a per-user greeting). Only tools a rule rewrote
+/// and whose bytes changed since the server's latest successful
+/// observation are graded again.
+fn hidden_by_rules(
+    store: &impl Store,
+    grader: &Grader,
+    observation: &NewObservation,
+) -> Result<Vec<Problem>, HistoryError> {
+    if !observation.outcome.is_ok() || observation.tools.iter().all(|t| t.normalized.is_none()) {
+        return Ok(Vec::new());
+    }
+    let Some(previous) = store.latest_successful(&observation.server, None)? else {
+        return Ok(Vec::new());
+    };
+    let Some(previous) = store.observation(previous.id)? else {
+        return Ok(Vec::new());
+    };
+    let mut problems = Vec::new();
+    for (position, t) in observation.tools.iter().enumerate() {
+        let (Some(name), Some(normalized)) = (&t.name, &t.normalized) else {
+            continue;
+        };
+        let Some(before) = previous
+            .tools
+            .iter()
+            .find(|e| e.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let Some(old_raw) = store.raw_tool(&before.raw_digest)? else {
+            continue;
+        };
+        if old_raw == t.raw {
+            continue;
+        }
+        let old_compared = match &before.normalized {
+            Some(n) => store
+                .raw_tool(&n.raw_digest)?
+                .unwrap_or_else(|| old_raw.clone()),
+            None => old_raw.clone(),
+        };
+        let (Ok(old_raw), Ok(new_raw), Ok(old_compared), Ok(new_compared)) = (
+            parse_tool(&old_raw),
+            parse_tool(&t.raw),
+            parse_tool(&old_compared),
+            parse_tool(&normalized.raw),
+        ) else {
+            continue;
+        };
+        let as_sent = grader.classifier.classify(&old_raw, &new_raw);
+        let as_compared = grader.classifier.classify(&old_compared, &new_compared);
+        // A reworded greeting (R08, R09) is what rules are for; anything
+        // more (an instruction, a URL, an input) is not.
+        if as_sent.severity >= plumbline_taxonomy::Severity::Medium
+            && as_sent.severity > as_compared.severity
+        {
+            let mut rules: Vec<&str> = normalized.by.iter().map(|v| v.rule.as_str()).collect();
+            rules.sort_unstable();
+            rules.dedup();
+            let fired: Vec<&str> = as_sent.rules.iter().map(|r| r.as_str()).collect();
+            problems.push(Problem {
+                position: u32::try_from(position).ok(),
+                kind: plumbline_store::ProblemKind::Other,
+                tool_name: Some(name.clone()),
+                message: format!(
+                    "normalisation rule {} hid a change graded {} without it ({}), {} as rewritten: review the rule",
+                    rules.join(", "),
+                    as_sent.severity,
+                    fired.join(", "),
+                    as_compared.severity
+                ),
+            });
+        }
+    }
+    Ok(problems)
+}
+
 /// Records each observation of `batch` (in order) and grades its drift
 /// against the server's previous successful observation, knowing the tool
 /// names of the batch's other servers; keeps each drift's summary in the
@@ -167,6 +247,10 @@ pub fn record(
                 }
             }
         }
+        // A normalisation rule that swallowed what a change added is said
+        // with the observation, before it is recorded.
+        let hidden = hidden_by_rules(store, grader, &o.observation)?;
+        o.observation.problems.extend(hidden);
         let n = &o.observation;
         let id = store.record_observation(n)?;
         let vanished =
