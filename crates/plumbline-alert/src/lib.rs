@@ -49,8 +49,17 @@ pub enum AlertKind {
 pub struct Alert {
     pub kind: AlertKind,
     pub server: String,
-    /// The worst severity among `tools`; NONE for failures and recoveries.
-    pub severity: Severity,
+    /// The worst severity among `tools`, for a drift alert; a failure or a
+    /// recovery has none (the key is left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    /// When the observation finished, in UTC (RFC 3339), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The observation the drift is measured against (the server's
+    /// previous successful one), when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_observation: Option<i64>,
     /// The changed tools, worst first (empty unless `kind` is drift).
     pub tools: Vec<ToolAlert>,
     /// Why the server could not be observed, for failures.
@@ -153,7 +162,9 @@ impl Alert {
         Alert {
             kind: AlertKind::Drift,
             server: server.to_owned(),
-            severity: tools.first().map_or(Severity::None, |t| t.severity),
+            severity: Some(tools.first().map_or(Severity::None, |t| t.severity)),
+            at: None,
+            previous_observation: None,
             tools,
             error: None,
             observation,
@@ -180,7 +191,9 @@ impl Alert {
         Alert {
             kind,
             server: server.to_owned(),
-            severity: Severity::None,
+            severity: None,
+            at: None,
+            previous_observation: None,
             tools: Vec::new(),
             error: None,
             observation,
@@ -226,7 +239,7 @@ impl Alert {
                     tools => format!(
                         "{server}: {} tools changed, worst {}{graded}",
                         tools.len(),
-                        self.severity
+                        self.severity.unwrap_or_default()
                     ),
                 }
             }

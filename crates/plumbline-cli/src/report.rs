@@ -152,7 +152,10 @@ fn md(s: &str) -> String {
             rest = &rest[3..];
             continue;
         }
-        if rest.len() >= 4 && rest[..4].eq_ignore_ascii_case("www.") {
+        if rest
+            .get(..4)
+            .is_some_and(|h| h.eq_ignore_ascii_case("www."))
+        {
             out.push_str(&rest[..3]);
             out.push(JOINER);
             out.push('.');
@@ -211,6 +214,9 @@ pub fn markdown(
                 md(&r.server)
             )),
         }
+    }
+    for step in crate::gate::next_steps(results, outcome, fail_on, false) {
+        s.push_str(&format!("\n**Next:** {}\n", md(&step)));
     }
     for r in results {
         let Some(d) = &r.drift else {
@@ -285,6 +291,18 @@ mod tests {
             md("a\u{202e}b *x* `y`"),
             "a&#92;u{202e}b &#42;x&#42; &#96;y&#96;"
         );
+        // Multi-byte characters anywhere (no slicing inside one): every
+        // position of every short text of these characters.
+        assert_eq!(md("a…b é…"), "a…b é…");
+        let alphabet = ['w', 'W', '.', ':', '/', '@', '…', 'é', '😀', 'x'];
+        for len in 0..=5u32 {
+            for n in 0..alphabet.len().pow(len) {
+                let text: String = (0..len)
+                    .map(|i| alphabet[n / alphabet.len().pow(i) % alphabet.len()])
+                    .collect();
+                let _ = md(&text);
+            }
+        }
         assert_eq!(
             md("@team see https://a.example or WWW.b.example"),
             "@\u{2060}team see https:/\u{2060}/a.example or WWW\u{2060}.b.example"

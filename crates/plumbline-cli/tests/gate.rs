@@ -57,6 +57,15 @@ fn a_cosmetic_edit_passes_even_at_fail_on_low_and_a_rug_pull_fails() {
     let rug = saved(d, "rug", &[ADD_RUG_PULL, ECHO]);
     let o = plumbline(d, &["check", "--tools", &rug]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A failed check ends with the next step.
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("next: ") && l.contains("plumbline pin --update shop")),
+        "{}",
+        text(&o)
+    );
     let o = plumbline(d, &["check", "--tools", &rug, "--format", "json"]);
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
     assert_eq!(v["exit_code"], 1);

@@ -160,6 +160,17 @@ fn a_rug_pull_sends_exactly_one_signed_alert() {
     assert_eq!(v["tools"][0]["tool"], "add");
     assert_eq!(v["severity"], "CRITICAL");
     assert_eq!(v["kind"], "drift");
+    // When, and against which observation (issue 23).
+    let at = v["at"].as_str().expect("a timestamp");
+    assert!(
+        at.len() == 20 && at.ends_with('Z') && at.contains('T'),
+        "{at}"
+    );
+    assert_eq!(
+        v["previous_observation"].as_i64(),
+        v["observation"].as_i64().map(|o| o - 1),
+        "{v}"
+    );
     // The store has both observations, and nothing is left to deliver.
     let log = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
     let v: Value = serde_json::from_slice(&log.stdout).expect("JSON");
@@ -182,18 +193,53 @@ fn a_server_that_goes_down_alerts_once_and_recovers_once() {
     watch_once(d);
     config(d, 1, &url);
     watch_once(d);
-    let kinds: Vec<String> = received
+    let bodies: Vec<Value> = received
         .lock()
         .unwrap()
         .iter()
-        .map(|(b, _)| {
-            serde_json::from_slice::<Value>(b).unwrap()["kind"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|(b, _)| serde_json::from_slice::<Value>(b).unwrap())
         .collect();
+    let kinds: Vec<&str> = bodies.iter().map(|v| v["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["failure", "recovery"]);
+    // A failure or recovery carries no severity (it is not "NONE").
+    assert!(
+        bodies
+            .iter()
+            .all(|v| v.get("severity").is_none() && v["at"].is_string()),
+        "{bodies:?}"
+    );
+}
+
+/// Issue 23: a channel that wants LOW is told of removed tools (a removal
+/// is not graded, but someone should know); one that wants HIGH is not.
+#[test]
+fn removed_tools_are_alerted_to_channels_that_want_low() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let (url, received) = receiver();
+    let server = test_server();
+    let write = |tools: &str| {
+        std::fs::write(d.join("phases.json"), format!("[[{tools}]]")).unwrap();
+        std::fs::write(
+            d.join("plumbline.toml"),
+            format!(
+                "[[alerts]]\nname = \"low\"\ntype = \"webhook\"\nurl = \"{url}\"\nmin_severity = \"low\"\n\n\
+                 [servers.shop]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--phases\", \"phases.json\"]\n"
+            ),
+        )
+        .unwrap();
+    };
+    write(&format!(
+        "{CLEAN},{{\"name\":\"gone\",\"description\":\"Soon gone.\"}}"
+    ));
+    watch_once(d);
+    write(CLEAN);
+    watch_once(d);
+    let got = received.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:?}");
+    let v: Value = serde_json::from_slice(&got[0].0).unwrap();
+    assert_eq!(v["tools"][0]["tool"], "gone", "{v}");
+    assert_eq!(v["tools"][0]["change"], "removed", "{v}");
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! - a drift alerts a channel once per observation, listing every changed
 //!   tool at or above the channel's minimum severity that a rule fired on
 //!   (or that is new, for review, or unreadable: what cannot be graded
-//!   fails closed); removed tools are not alerted;
+//!   fails closed); removed tools are alerted to channels that want LOW
+//!   (a removal is not graded);
 //! - each decision carries a key (`drift`, `failure`, `recovery`) that,
 //!   with the observation and channel, the outbox keeps unique, so an
 //!   observation examined again (after a restart) never alerts twice.
@@ -63,11 +64,16 @@ pub fn alerted(recorded: &Recorded, minimum: Severity) -> Vec<&ToolDrift> {
         .as_ref()
         .map(|d| {
             d.changes()
-                .filter(|t| !matches!(t.change, Change::Removed) && t.severity >= minimum)
-                .filter(|t| {
-                    !t.classification.rules.is_empty()
-                        || t.is_new_for_review()
-                        || matches!(t.change, Change::Unreadable { .. })
+                .filter(|t| match t.change {
+                    // A removal is not graded (NONE); a channel that wants
+                    // LOW is told of it all the same.
+                    Change::Removed => minimum <= Severity::Low,
+                    _ => {
+                        t.severity >= minimum
+                            && (!t.classification.rules.is_empty()
+                                || t.is_new_for_review()
+                                || matches!(t.change, Change::Unreadable { .. }))
+                    }
                 })
                 .collect()
         })

@@ -42,6 +42,8 @@ pub(crate) fn enqueue(
                 }
             };
             alert.reached_differently = r.reached_differently.clone();
+            alert.at = Some(plumbline_store::time::utc(r.finished_at_ms));
+            alert.previous_observation = r.previous.map(|p| p.0);
             alert.link = config.watch.dashboard_url.as_deref().map(|base| {
                 format!(
                     "{}/servers/{}/observations/{}",

@@ -298,7 +298,7 @@ impl Delivery {
                         observation = alert.observation.0,
                         alert = %alert.key,
                         attempt,
-                        retry_in_s = wait.as_secs_f64(),
+                        retry_in_s = wait.as_secs(),
                         %error,
                         "alert delivery failed; will retry"
                     );

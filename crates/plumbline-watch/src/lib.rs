@@ -166,6 +166,11 @@ pub async fn daemon(options: &Options) -> Result<()> {
         taxonomy = %grader.taxonomy(),
         "plumbline watch: watching"
     );
+    if config.alerts.is_empty() {
+        tracing::warn!(
+            "plumbline watch: no [[alerts]] channel is configured, so changes are recorded but nobody is told (see docs/configuration.md)"
+        );
+    }
     let mut heartbeat = tokio::time::interval(HEARTBEAT);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The batch being recorded, one at a time so that each server's
@@ -302,6 +307,17 @@ fn process(
     Ok(recorded)
 }
 
+/// Server text for a log field: one line (lines joined by " | "), hidden
+/// and control characters escaped.
+pub(crate) fn log_text(text: &str) -> String {
+    let one_line: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    plumbline_base::sanitize::for_terminal(&one_line.join(" | "), false)
+}
+
 /// One log line per observation: server, outcome, tools, drift, duration.
 fn log_observation(r: &Recorded) {
     let server = plumbline_base::sanitize::for_terminal(&r.server, false);
@@ -312,7 +328,7 @@ fn log_observation(r: &Recorded) {
             observation = r.observation.0,
             outcome = "failed",
             duration_ms,
-            error = %plumbline_base::sanitize::for_terminal(error, false),
+            error = %log_text(error),
             "observed"
         ),
         None => {

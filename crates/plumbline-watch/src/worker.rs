@@ -187,6 +187,12 @@ async fn work(
         } else {
             Duration::from_secs(1u64 << quick_drops.min(12)).min(schedule.interval)
         };
+        tracing::info!(
+            server = %crate::log_text(&name),
+            open_s = opened.elapsed().as_secs(),
+            reconnect_in_s = wait.as_secs(),
+            "session ended; reconnecting to list again"
+        );
         due = Instant::now() + wait;
     }
 }

@@ -86,6 +86,79 @@ fn listed_twice(d: &plumbline_drift::Drift) -> usize {
     d.duplicates.iter().filter(|dup| dup.new_count > 1).count()
 }
 
+/// What to do after a failed check, one line per kind of failure, each
+/// naming the servers and the command.
+pub fn next_steps(
+    results: &[ServerCheck],
+    outcome: Outcome,
+    fail_on: Severity,
+    against_store: bool,
+) -> Vec<String> {
+    if outcome == Outcome::Clean {
+        return Vec::new();
+    }
+    let names = |keep: &dyn Fn(&ServerCheck) -> bool| -> Vec<String> {
+        results
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| for_terminal(&r.server, false))
+            .collect()
+    };
+    let mut steps = Vec::new();
+    let drifted = names(&|r| {
+        r.drift
+            .as_ref()
+            .is_some_and(|d| d.changes().next().is_some() && d.severity >= fail_on)
+    });
+    if !drifted.is_empty() {
+        steps.push(if against_store {
+            format!(
+                "review the changes of {} on the dashboard (`plumbline serve`) and accept the expected ones",
+                drifted.join(", ")
+            )
+        } else {
+            format!(
+                "review the changes above; if they are expected, `plumbline pin --update {}` records them (one SERVER [TOOL …] at a time)",
+                drifted.join(" ")
+            )
+        });
+    }
+    let broken = names(&|r| {
+        r.drift
+            .as_ref()
+            .is_some_and(|d| unreadable(d) + listed_twice(d) > 0)
+    });
+    if !broken.is_empty() {
+        steps.push(format!(
+            "{} lists tools Plumbline cannot grade (unreadable, or one name twice): fix the server; no pin makes them pass",
+            broken.join(", ")
+        ));
+    }
+    let unpinned = names(&|r| r.status == Status::Unpinned);
+    if !unpinned.is_empty() {
+        steps.push(if against_store {
+            format!(
+                "`plumbline observe {}` records a first observation",
+                unpinned.join(" ")
+            )
+        } else {
+            format!(
+                "review their tools, then `plumbline pin {}` (or pass --allow-unpinned)",
+                unpinned.join(" ")
+            )
+        });
+    }
+    let unavailable = names(&|r| r.status == Status::Unavailable);
+    if !unavailable.is_empty() {
+        steps.push(format!(
+            "{} could not be evaluated: see the error above, then run `plumbline observe {}` to try the connection alone",
+            unavailable.join(", "),
+            unavailable.join(" ")
+        ));
+    }
+    steps
+}
+
 /// "1 server", "2 servers".
 pub fn plural(n: usize, what: &str) -> String {
     if n == 1 {
@@ -291,6 +364,9 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                 "{verdict} ({} checked against {source}, {taxonomy})",
                 plural(results.len(), "server"),
             )?;
+            for step in next_steps(&results, outcome, args.fail_on, args.against_store) {
+                writeln!(out, "next: {step}")?;
+            }
         }
     }
     out.flush()?;
