@@ -295,6 +295,22 @@ pub struct CheckArgs {
     pub fail_on: Severity,
     #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
     pub format: CheckFormat,
+    /// Also write a report to a file, from the same run (repeatable):
+    /// FORMAT=FILE, with FORMAT one of human, json, sarif, markdown.
+    #[arg(long = "output", value_name = "FORMAT=FILE", value_parser = parse_output)]
+    pub outputs: Vec<(CheckFormat, PathBuf)>,
+}
+
+/// `FORMAT=FILE` for `check --output`.
+fn parse_output(s: &str) -> Result<(CheckFormat, PathBuf), String> {
+    let (format, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected FORMAT=FILE (sarif=plumbline.sarif)"))?;
+    let format = CheckFormat::from_str(format, true)?;
+    if file.is_empty() {
+        return Err(format!("{s:?}: no file after '='"));
+    }
+    Ok((format, PathBuf::from(file)))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

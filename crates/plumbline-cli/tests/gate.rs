@@ -843,3 +843,45 @@ fn a_tool_listed_twice_is_not_pinned_and_fails_the_check() {
         text(&o)
     );
 }
+
+/// Issue 23: one `check` run writes several reports (as the GitHub Actions
+/// example does: SARIF and the pull-request comment) from one observation
+/// of the servers, each as `--format` would print it.
+#[test]
+fn one_check_writes_several_reports_from_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    plumbline(d, &["pin", "--tools", &before]);
+    let rug = saved(d, "rug", &[ADD_RUG_PULL, ECHO]);
+    let o = plumbline(
+        d,
+        &[
+            "check",
+            "--tools",
+            &rug,
+            "--output",
+            "sarif=out.sarif",
+            "--output",
+            "markdown=out.md",
+            "--output",
+            "json=out.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("CRITICAL"));
+    for (format, file) in [
+        ("sarif", "out.sarif"),
+        ("markdown", "out.md"),
+        ("json", "out.json"),
+    ] {
+        let alone = plumbline(d, &["check", "--tools", &rug, "--format", format]);
+        assert_eq!(
+            std::fs::read(d.join(file)).unwrap(),
+            alone.stdout,
+            "{format} written as printed"
+        );
+    }
+    let o = plumbline(d, &["check", "--tools", &rug, "--output", "pdf=x.pdf"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}

@@ -297,78 +297,120 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
             .then_with(|| a.server.cmp(&b.server))
     });
     let outcome = check_outcome(&results, args.fail_on, args.allow_unpinned);
-    let mut out = io::stdout().lock();
-    match args.format {
-        CheckFormat::Sarif => {
-            crate::render::write_json(
-                &mut out,
-                &crate::report::sarif(&results, &baseline_file, taxonomy),
-                true,
-            )?;
-        }
-        CheckFormat::Markdown => {
-            out.write_all(
-                crate::report::markdown(&results, outcome, args.fail_on, &baseline_file, taxonomy)
-                    .as_bytes(),
-            )?;
-        }
-        CheckFormat::Json => {
-            crate::render::write_json(
-                &mut out,
-                &serde_json::json!({
-                    "lock": baseline_file.display().to_string(),
-                    "taxonomy": taxonomy,
-                    "fail_on": args.fail_on,
-                    "exit_code": crate::exit::code(outcome),
-                    "servers": results,
-                }),
-                false,
-            )?;
-        }
-        CheckFormat::Human => {
-            for r in &results {
-                let name = for_terminal(&r.server, false);
-                match (&r.drift, &r.error) {
-                    (Some(d), _) if d.changes().count() == 0 && d.duplicates.is_empty() => {
-                        let what = if args.against_store {
-                            "baseline"
-                        } else {
-                            "lock"
-                        };
-                        writeln!(out, "{name}: matches the {what}")?;
-                    }
-                    (Some(d), _) => {
-                        writeln!(
-                            out,
-                            "{name}: {} ({} changed)",
-                            d.severity,
-                            d.changes().count()
-                        )?;
-                        render::drift(&mut out, d)?;
-                    }
-                    (None, e) if r.status == Status::Unpinned => writeln!(
-                        out,
-                        "{name}: {}",
-                        for_terminal(e.as_deref().unwrap_or("not pinned"), false)
-                    )?,
-                    (None, e) => writeln!(
-                        out,
-                        "{name}: could not be evaluated: {}",
-                        for_terminal(e.as_deref().unwrap_or("unknown"), false)
-                    )?,
-                }
-            }
-            let verdict = verdict(&results, outcome, args.fail_on);
-            writeln!(
-                out,
-                "{verdict} ({} checked against {source}, {taxonomy})",
-                plural(results.len(), "server"),
-            )?;
-            for step in next_steps(&results, outcome, args.fail_on, args.against_store) {
-                writeln!(out, "next: {step}")?;
-            }
-        }
+    // Every report comes from this one observation: the printed one, and
+    // each `--output FORMAT=FILE`.
+    let report = Report {
+        results: &results,
+        outcome,
+        fail_on: args.fail_on,
+        baseline_file: &baseline_file,
+        source: &source,
+        taxonomy,
+        against_store: args.against_store,
+    };
+    for (format, path) in &args.outputs {
+        let mut file = Vec::new();
+        report.write(&mut file, *format)?;
+        std::fs::write(path, file)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
+    let mut out = io::stdout().lock();
+    report.write(&mut out, args.format)?;
     out.flush()?;
     Ok(outcome)
+}
+
+/// What `check` found, ready to be written in any format.
+struct Report<'a> {
+    results: &'a [ServerCheck],
+    outcome: Outcome,
+    fail_on: Severity,
+    baseline_file: &'a Path,
+    /// How the human report names the baseline.
+    source: &'a str,
+    taxonomy: Taxonomy,
+    against_store: bool,
+}
+
+impl Report<'_> {
+    fn write(&self, out: &mut impl Write, format: CheckFormat) -> Result<()> {
+        let Report {
+            results,
+            outcome,
+            fail_on,
+            baseline_file,
+            source,
+            taxonomy,
+            against_store,
+        } = *self;
+        match format {
+            CheckFormat::Sarif => {
+                crate::render::write_json(
+                    out,
+                    &crate::report::sarif(results, baseline_file, taxonomy),
+                    true,
+                )?;
+            }
+            CheckFormat::Markdown => {
+                out.write_all(
+                    crate::report::markdown(results, outcome, fail_on, baseline_file, taxonomy)
+                        .as_bytes(),
+                )?;
+            }
+            CheckFormat::Json => {
+                crate::render::write_json(
+                    out,
+                    &serde_json::json!({
+                        "lock": baseline_file.display().to_string(),
+                        "taxonomy": taxonomy,
+                        "fail_on": fail_on,
+                        "exit_code": crate::exit::code(outcome),
+                        "servers": results,
+                    }),
+                    false,
+                )?;
+            }
+            CheckFormat::Human => {
+                for r in results {
+                    let name = for_terminal(&r.server, false);
+                    match (&r.drift, &r.error) {
+                        (Some(d), _) if d.changes().count() == 0 && d.duplicates.is_empty() => {
+                            let what = if against_store { "baseline" } else { "lock" };
+                            writeln!(out, "{name}: matches the {what}")?;
+                        }
+                        (Some(d), _) => {
+                            writeln!(
+                                out,
+                                "{name}: {} ({} changed)",
+                                d.severity,
+                                d.changes().count()
+                            )?;
+                            render::drift(out, d)?;
+                        }
+                        (None, e) if r.status == Status::Unpinned => writeln!(
+                            out,
+                            "{name}: {}",
+                            for_terminal(e.as_deref().unwrap_or("not pinned"), false)
+                        )?,
+                        (None, e) => writeln!(
+                            out,
+                            "{name}: could not be evaluated: {}",
+                            for_terminal(e.as_deref().unwrap_or("unknown"), false)
+                        )?,
+                    }
+                }
+                let verdict = verdict(results, outcome, fail_on);
+                writeln!(
+                    out,
+                    "{verdict} ({} checked against {source}, {taxonomy})",
+                    plural(results.len(), "server"),
+                )?;
+                for step in next_steps(results, outcome, fail_on, against_store) {
+                    writeln!(out, "next: {step}")?;
+                }
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
 }
