@@ -86,14 +86,22 @@ pub enum Command {
     /// Print a shell completion script: bash, zsh, fish, elvish or
     /// powershell.
     ///
-    /// For example `plumbline completions bash > ~/.local/share/bash-completion/completions/plumbline`.
+    /// For example `mkdir -p ~/.local/share/bash-completion/completions &&
+    /// plumbline completions bash > ~/.local/share/bash-completion/completions/plumbline`.
     Completions(CompletionsArgs),
     /// Print the manual page (roff), for `man -l -` or to install as
-    /// plumbline.1.
-    Man,
+    /// plumbline.1; with a COMMAND, that command's page (plumbline-COMMAND.1).
+    Man(ManArgs),
     /// The demo's MCP server (stdio); used by `plumbline demo`.
     #[command(name = "__demo-server", hide = true)]
     DemoServer,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command whose page to print (default: the whole program's).
+    #[arg(value_name = "COMMAND")]
+    pub command: Option<String>,
 }
 
 /// Which taxonomy grades.
@@ -105,7 +113,7 @@ pub struct TaxonomyArg {
         id = "taxonomy",
         long = "taxonomy",
         value_name = "v1|v2",
-        value_parser = parse_taxonomy
+        value_parser = parse_taxonomy()
     )]
     pub taxonomy: Option<Taxonomy>,
 }
@@ -167,7 +175,7 @@ pub struct ObserveArgs {
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Exit with status 1 when any drift is at or above this severity.
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity())]
     pub fail_on: Option<Severity>,
     /// How many servers to observe at once.
     #[arg(long, default_value_t = 8)]
@@ -251,7 +259,7 @@ pub struct PinArgs {
     #[arg(long)]
     pub update: bool,
     /// With --update: refuse to pin a change graded above this severity.
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, requires = "update")]
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity(), requires = "update")]
     pub max_severity: Option<Severity>,
     /// With --update: pin even what --max-severity refuses.
     #[arg(long, requires = "update")]
@@ -291,7 +299,7 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub config: ConfigArg,
     /// Fail (exit 1) on drift at or above this severity.
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity, default_value = "high")]
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity(), default_value = "high")]
     pub fail_on: Severity,
     #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
     pub format: CheckFormat,
@@ -361,7 +369,7 @@ pub struct DiffArgs {
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
     /// Exit with status 1 when the drift is at or above this severity.
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity())]
     pub fail_on: Option<Severity>,
 }
 
@@ -468,7 +476,7 @@ pub struct ClassifyArgs {
     pub inventory: Option<PathBuf>,
 
     /// Exit with status 1 when a result is at or above this severity.
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity)]
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity())]
     pub fail_on: Option<Severity>,
 }
 
@@ -501,14 +509,35 @@ pub struct ExplainArgs {
     pub format: Format,
 }
 
-fn parse_severity(s: &str) -> Result<Severity, String> {
-    s.parse()
-        .map_err(|e: plumbline_taxonomy::severity::UnknownSeverity| e.to_string())
+/// A severity, with its names offered to shell completion and listed in
+/// the help.
+fn parse_severity() -> impl clap::builder::TypedValueParser<Value = Severity> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    PossibleValuesParser::new(
+        ["none", "low", "medium", "high", "critical"]
+            .into_iter()
+            .chain(["NONE", "LOW", "MEDIUM", "HIGH", "CRITICAL"])
+            .map(|v| PossibleValue::new(v).hide(v.chars().all(|c| c.is_ascii_uppercase()))),
+    )
+    .try_map(|s| {
+        s.parse()
+            .map_err(|e: plumbline_taxonomy::severity::UnknownSeverity| e.to_string())
+    })
 }
 
-fn parse_taxonomy(s: &str) -> Result<Taxonomy, String> {
-    s.parse()
-        .map_err(|e: plumbline_taxonomy::taxonomy::UnknownTaxonomy| e.to_string())
+/// A taxonomy (`v1`, `v2`, or their full names), offered to completion.
+fn parse_taxonomy() -> impl clap::builder::TypedValueParser<Value = Taxonomy> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    PossibleValuesParser::new([
+        PossibleValue::new("v1"),
+        PossibleValue::new("v2"),
+        PossibleValue::new("taxonomy-v1").hide(true),
+        PossibleValue::new("taxonomy-v2").hide(true),
+    ])
+    .try_map(|s| {
+        s.parse()
+            .map_err(|e: plumbline_taxonomy::taxonomy::UnknownTaxonomy| e.to_string())
+    })
 }
 
 fn parse_rule(s: &str) -> Result<RuleId, String> {

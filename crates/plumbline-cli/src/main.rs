@@ -57,7 +57,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args.format, args.taxonomy.taxonomy.unwrap_or_default()),
         Command::DemoServer => demo::serve(),
         Command::Completions(args) => completions(args.shell),
-        Command::Man => man(),
+        Command::Man(args) => man(&args),
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),
         Command::Watch(args) => watch::run(&args),
@@ -96,10 +96,118 @@ fn completions(shell: clap_complete::Shell) -> anyhow::Result<exit::Outcome> {
 }
 
 /// `plumbline man`: the manual page, from the clap definitions.
-fn man() -> anyhow::Result<exit::Outcome> {
-    let command = <Cli as clap::CommandFactory>::command();
+/// The manual: the program's page (its options, commands, and the
+/// sections below), or one command's.
+fn man(args: &cli::ManArgs) -> anyhow::Result<exit::Outcome> {
+    let program = <Cli as clap::CommandFactory>::command();
     let mut out = std::io::stdout().lock();
-    clap_mangen::Man::new(command).render(&mut out)?;
+    match &args.command {
+        None => {
+            clap_mangen::Man::new(program.clone()).render(&mut out)?;
+            let commands: Vec<String> = program
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(|c| format!("plumbline-{}(1)", c.get_name()))
+                .collect();
+            out.write_all(MAN_SECTIONS.as_bytes())?;
+            writeln!(
+                out,
+                ".SH \"SEE ALSO\"\n{}; each is printed by \\fBplumbline man COMMAND\\fR.",
+                commands.join(", ")
+            )?;
+        }
+        Some(name) => {
+            let Some(command) = program
+                .get_subcommands()
+                .find(|c| c.get_name() == name && !c.is_hide_set())
+            else {
+                anyhow::bail!("there is no command {name:?}: `plumbline --help` lists them");
+            };
+            let page = command.clone().bin_name(format!("plumbline {name}"));
+            clap_mangen::Man::new(page)
+                .title(format!("plumbline-{name}"))
+                .render(&mut out)?;
+            out.write_all(MAN_EXIT_STATUS.as_bytes())?;
+            writeln!(out, ".SH \"SEE ALSO\"\nplumbline(1)")?;
+        }
+    }
     out.flush()?;
     Ok(exit::Outcome::Clean)
 }
+
+/// The exit status every command shares.
+const MAN_EXIT_STATUS: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Everything was read, and nothing reached \fB\-\-fail\-on\fR.
+.TP
+\fB1\fR
+Something reached \fB\-\-fail\-on\fR (drift at or above it).
+.TP
+\fB2\fR
+Something could not be read, reached or graded (a server, a file, a tool
+that is unreadable or listed twice, an unpinned server for \fBcheck\fR), or
+the command line was wrong. It wins over 1: an incomplete result never
+looks like a complete one.
+"#;
+
+/// The program page's sections beyond what clap describes.
+const MAN_SECTIONS: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Everything was read, and nothing reached \fB\-\-fail\-on\fR.
+.TP
+\fB1\fR
+Something reached \fB\-\-fail\-on\fR (drift at or above it).
+.TP
+\fB2\fR
+Something could not be read, reached or graded, or the command line was
+wrong. It wins over 1.
+.SH FILES
+.TP
+\fBplumbline.toml\fR
+The servers, limits, watcher and alert channels (docs/configuration.md).
+Its folder is the project.
+.TP
+\fBplumbline.lock\fR
+The reviewed tools, written by \fBpin\fR and read by \fBcheck\fR.
+.TP
+\fB~/.local/share/plumbline/projects/FOLDER\-HASH/plumbline.db\fR
+The project's store (under \fB$XDG_DATA_HOME\fR when set).
+.SH ENVIRONMENT
+.TP
+\fBPLUMBLINE_CONFIG\fR
+The registry, instead of ./plumbline.toml.
+.TP
+\fBPLUMBLINE_STORE\fR
+One store shared on purpose, instead of the project's.
+.TP
+\fBPLUMBLINE_TOKEN\fR
+The dashboard's access token (\fBserve\fR).
+.TP
+\fBXDG_DATA_HOME\fR, \fBHOME\fR
+Where stores are kept.
+.TP
+\fB${NAME}\fR in plumbline.toml
+Read from the environment when a server is observed or an alert sent;
+never stored, redacted from every error.
+.SH EXAMPLES
+.TP
+\fBplumbline discover \-\-write plumbline.toml\fR
+Import the servers your MCP clients use.
+.TP
+\fBplumbline observe\fR
+Observe every server and show what changed since last time.
+.TP
+\fBplumbline pin\fR; \fBplumbline check\fR
+Pin the reviewed tools; fail CI on drift at or above HIGH.
+.TP
+\fBplumbline check \-\-output sarif=plumbline.sarif \-\-output markdown=plumbline.md\fR
+Every report from one run.
+.TP
+\fBplumbline watch\fR
+Watch continuously and alert.
+.TP
+\fBplumbline serve\fR
+Review changes in the dashboard at http://127.0.0.1:8077/.
+"#;

@@ -175,7 +175,12 @@ fn fail_on_sets_the_exit_code() {
     );
     let o = plumbline(&["classify", OLD, NEW, "--fail-on", "severe"], None);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown severity"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("invalid value 'severe'")
+            && stderr(&o).contains("possible values: none, low, medium, high, critical"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -394,6 +399,34 @@ fn completions_for_every_shell_and_a_manual_page() {
             "{command} missing from the manual page"
         );
     }
+    // A complete page (issue 23): exit status, files, environment,
+    // examples; and one page per command.
+    for section in [
+        "EXIT STATUS",
+        "FILES",
+        "ENVIRONMENT",
+        "EXAMPLES",
+        "SEE ALSO",
+    ] {
+        assert!(page.contains(section), "{section} missing");
+    }
+    let o = plumbline(&["man", "check"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let check = String::from_utf8(o.stdout).expect("UTF-8");
+    assert!(
+        check.contains("plumbline-check")
+            && check.contains("allow\\-unpinned")
+            && check.contains("EXIT STATUS"),
+        "{check}"
+    );
+    assert_eq!(plumbline(&["man", "nope"], None).status.code(), Some(2));
+    // Completions offer the values of --taxonomy and --fail-on.
+    let o = plumbline(&["completions", "bash"], None);
+    let script = String::from_utf8(o.stdout).expect("UTF-8");
+    assert!(
+        script.contains("critical") && script.contains("v2"),
+        "values missing from the completions"
+    );
 }
 
 /// Every command's `--help`, pinned: a change to the help text shows in
