@@ -251,22 +251,22 @@ impl Evidence {
                 min_edits,
                 edits,
                 unmeasured,
-            } => match edits {
-                None if *unmeasured => format!(
-                    "description rewritten: more than {} word edits over {} words (not measured further; counted as ≥ 0.20)",
-                    crate::text::MAX_MEASURED_EDITS,
-                    old_words.max(new_words)
-                ),
-                Some(edits) => format!(
-                    "description rewritten: {edits} word edit{} over {} words (≥ 0.20)",
-                    if *edits == 1 { "" } else { "s" },
-                    old_words.max(new_words)
-                ),
-                None => format!(
-                    "description rewritten: ≥ {min_edits} word edits over {} words (≥ 0.20)",
-                    old_words.max(new_words)
-                ),
-            },
+            } => {
+                // The measured share first, so that a one-word edit of a
+                // five-word description does not read as a "large rewrite".
+                let words = old_words.max(new_words);
+                match edits {
+                    None if *unmeasured => format!(
+                        "description rewritten: more than {} of {words} words changed (not measured further; counted as ≥ 20%)",
+                        crate::text::MAX_MEASURED_EDITS,
+                    ),
+                    Some(edits) => format!(
+                        "{edits} of {words} words changed ({}%; R08 counts from 20%)",
+                        edits * 100 / (*words).max(1)
+                    ),
+                    None => format!("at least {min_edits} of {words} words changed (≥ 20%)"),
+                }
+            }
             Detail::Cosmetic {
                 reason: CosmeticReason::SmallWordDistance,
                 edits,
@@ -317,11 +317,11 @@ mod tests {
         };
         assert_eq!(
             rewrite(Some(4)).message(),
-            "description rewritten: 4 word edits over 7 words (≥ 0.20)"
+            "4 of 7 words changed (57%; R08 counts from 20%)"
         );
         assert_eq!(
             rewrite(None).message(),
-            "description rewritten: ≥ 2 word edits over 7 words (≥ 0.20)"
+            "at least 2 of 7 words changed (≥ 20%)"
         );
     }
 
