@@ -144,6 +144,21 @@ pub fn drift(out: &mut impl Write, d: &plumbline_drift::Drift) -> Result<()> {
             _ => String::new(),
         };
         writeln!(out, "  {label:<8} {}{from}{graded}", safe(&t.name))?;
+        // No rule had anything to say: say what changed all the same.
+        for f in &t.fields {
+            let side = |v: &Option<String>| v.as_deref().map_or("(absent)".to_owned(), safe);
+            writeln!(
+                out,
+                "      changed {}: {} → {}",
+                safe(if f.pointer.is_empty() {
+                    "(root)"
+                } else {
+                    &f.pointer
+                }),
+                side(&f.old),
+                side(&f.new)
+            )?;
+        }
         for e in &c.evidence {
             let pointer = if e.pointer.is_empty() {
                 "(root)"

@@ -885,3 +885,33 @@ fn one_check_writes_several_reports_from_one_run() {
     let o = plumbline(d, &["check", "--tools", &rug, "--output", "pdf=x.pdf"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+/// Issue 23, reading item: a change no rule has anything to say about
+/// (graded NONE with no rules) says what changed: its fields, with short
+/// excerpts, in the human report and in JSON (which still follows its
+/// schema).
+#[test]
+fn an_ungraded_change_says_what_changed() {
+    let with_output = r#"{"name":"echo","description":"Echo the input.","inputSchema":{"type":"object"},"outputSchema":{"type":"array"}}"#;
+    let before = r#"{"name":"echo","description":"Echo the input.","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let first = saved(d, "first", &[ADD, before]);
+    plumbline(d, &["pin", "--tools", &first]);
+    let now = saved(d, "now", &[ADD, with_output]);
+    let o = plumbline(d, &["check", "--tools", &now, "--fail-on", "none"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("CHANGED  echo  NONE"), "{}", text(&o));
+    assert!(
+        out.contains(r#"changed /outputSchema/type: "object" → "array""#),
+        "{}",
+        text(&o)
+    );
+    let o = plumbline(d, &["check", "--tools", &now, "--format", "json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_valid(&schema("docs/check-output.schema.json"), &v);
+    assert_eq!(
+        v["servers"][0]["drift"]["tools"][0]["fields"][0]["pointer"], "/outputSchema/type",
+        "{v}"
+    );
+}

@@ -96,6 +96,55 @@ pub struct ToolDrift {
     /// The taxonomy's grade; NONE with no rules for removed and unchanged
     /// tools.
     pub classification: Classification,
+    /// For a change no rule gave evidence for (graded NONE with no rules),
+    /// what changed all the same: the first [`MAX_SHOWN_FIELDS`] fields
+    /// of the structural diff, with short excerpts of their values, so
+    /// that a report says more than "CHANGED NONE".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<FieldChange>,
+}
+
+/// One field of an ungraded change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    /// RFC 6901 pointer into the tool.
+    pub pointer: String,
+    /// The value before, as compact JSON, cut at [`MAX_SHOWN_CHARS`];
+    /// absent for an added field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// The value after, likewise; absent for a removed field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+/// How many fields of an ungraded change are shown.
+pub const MAX_SHOWN_FIELDS: usize = 5;
+/// How much of a value an ungraded change shows, in characters.
+pub const MAX_SHOWN_CHARS: usize = 60;
+
+/// The fields an ungraded change touched, for people.
+fn changed_fields(old: &Value, new: &Value) -> Vec<FieldChange> {
+    let shown = |v: Option<&Value>| {
+        v.map(|v| {
+            let json = v.to_json();
+            if json.chars().count() > MAX_SHOWN_CHARS {
+                let cut: String = json.chars().take(MAX_SHOWN_CHARS).collect();
+                format!("{cut}…")
+            } else {
+                json
+            }
+        })
+    };
+    plumbline_taxonomy::diff::diff(old, new)
+        .iter()
+        .take(MAX_SHOWN_FIELDS)
+        .map(|c| FieldChange {
+            pointer: c.pointer(),
+            old: shown(c.old),
+            new: shown(c.new),
+        })
+        .collect()
 }
 
 impl ToolDrift {
@@ -113,6 +162,7 @@ impl ToolDrift {
             severity: classification.severity.max(floor),
             change,
             classification,
+            fields: Vec::new(),
         }
     }
 
@@ -300,7 +350,11 @@ pub fn drift_among(
             } else {
                 (Change::Changed, classifier.classify_in(a, b, &inventory))
             };
-            tools.push(ToolDrift::graded(name, change, c));
+            let mut t = ToolDrift::graded(name, change, c);
+            if t.change == Change::Changed && t.classification.evidence.is_empty() {
+                t.fields = changed_fields(a, b);
+            }
+            tools.push(t);
         }
         removed.extend(o.iter().skip(n.len()).map(|v| (name, *v)));
         added.extend(n.iter().skip(o.len()).map(|v| (name, *v)));
@@ -346,13 +400,19 @@ pub fn drift_among(
     }
     for (a, (name, def)) in added.iter().enumerate() {
         let tool = match paired_added[a] {
-            Some(r) => ToolDrift::graded(
-                name,
-                Change::Renamed {
-                    from: removed[r].0.to_owned(),
-                },
-                classifier.classify_in(removed[r].1, def, &inventory),
-            ),
+            Some(r) => {
+                let mut t = ToolDrift::graded(
+                    name,
+                    Change::Renamed {
+                        from: removed[r].0.to_owned(),
+                    },
+                    classifier.classify_in(removed[r].1, def, &inventory),
+                );
+                if t.classification.evidence.is_empty() {
+                    t.fields = changed_fields(&removed_shapes[r], &added_shapes[a]);
+                }
+                t
+            }
             None => ToolDrift::graded(
                 name,
                 Change::Added,

@@ -13,6 +13,7 @@ fn result(severity: Option<Severity>) -> ServerCheck {
             rules: Vec::new(),
             evidence: Vec::new(),
         },
+        fields: Vec::new(),
     };
     ServerCheck {
         server: "s".into(),
