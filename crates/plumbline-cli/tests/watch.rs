@@ -248,15 +248,11 @@ fn the_daemon_serves_health_and_metrics_and_stops_cleanly_on_sigterm() {
     let d = dir.path();
     let (url, _received) = receiver();
     config(d, 1, &url);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let mut toml = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
-    toml = format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\n\n{toml}");
+    toml = format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:0\"\n\n{toml}");
     std::fs::write(d.join("plumbline.toml"), toml).unwrap();
     let child = spawn_watch(d);
+    let port = metrics_port(d);
     // Wait for the first round to be counted.
     let mut metrics = String::new();
     for _ in 0..400 {
@@ -394,16 +390,16 @@ fn a_notification_stream_the_server_ends_is_resumed_and_counted() {
     let phases = d.join("phases.json");
     std::fs::write(&phases, format!("[[{CLEAN}],[{POISONED}]]")).unwrap();
     let server = HttpServer::start(&["--phases", phases.to_str().unwrap(), "--legacy-only"]);
-    let port = free_port();
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
-            "[watch]\ninterval_secs = 3600\ndebounce_secs = 0.2\nlisten = \"127.0.0.1:{port}\"\n\n[servers.legacy]\ntransport = \"http\"\nurl = \"{}\"\n",
+            "[watch]\ninterval_secs = 3600\ndebounce_secs = 0.2\nlisten = \"127.0.0.1:0\"\n\n[servers.legacy]\ntransport = \"http\"\nurl = \"{}\"\n",
             server.url
         ),
     )
     .unwrap();
     let child = spawn_watch(d);
+    let port = metrics_port(d);
     eventually("the first observation", d, || {
         observations(d, "legacy") == 1
     });
@@ -502,12 +498,20 @@ fn metrics(port: u16) -> String {
         .unwrap_or_default()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The port the watcher bound for /healthz and /metrics (configured as
+/// `127.0.0.1:0`: the OS picks it at bind time), read from its log.
+fn metrics_port(d: &Path) -> u16 {
+    let port = || {
+        let log = std::fs::read_to_string(d.join("watch.log")).ok()?;
+        log.split("/metrics on http://127.0.0.1:")
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    eventually("the metrics address in the log", d, || port().is_some());
+    port().unwrap_or_default()
 }
 
 fn sighup(child: &std::process::Child) {
@@ -530,13 +534,12 @@ fn a_dead_or_failing_receiver_never_delays_a_healthy_one_and_failed_alerts_stay_
     let (hang_url, hung) = hanging_receiver();
     let (bad_url, _never, to_fail) = failing_receiver(1_000);
     let (good_url, received) = receiver();
-    let port = free_port();
     let write = |phase: u8| {
         let exe = env!("CARGO_BIN_EXE_plumbline");
         std::fs::write(
             d.join("plumbline.toml"),
             format!(
-                "[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\nalert_attempts = 2\nalert_backoff_secs = 0.2\nalert_timeout_secs = 30\n\n\
+                "[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:0\"\nalert_attempts = 2\nalert_backoff_secs = 0.2\nalert_timeout_secs = 30\n\n\
                  [[alerts]]\nname = \"hangs\"\ntype = \"webhook\"\nurl = \"{hang_url}\"\n\n\
                  [[alerts]]\nname = \"fails\"\ntype = \"webhook\"\nurl = \"{bad_url}\"\n\n\
                  [[alerts]]\nname = \"healthy\"\ntype = \"webhook\"\nurl = \"{good_url}\"\nsecret = \"${{HOOK_SECRET}}\"\n\n\
@@ -547,6 +550,7 @@ fn a_dead_or_failing_receiver_never_delays_a_healthy_one_and_failed_alerts_stay_
     };
     write(1);
     let child = spawn_watch(d);
+    let port = metrics_port(d);
     eventually("the first observation", d, || observations(d, "shop") == 1);
     write(2);
     sighup(&child);
@@ -584,6 +588,7 @@ fn a_dead_or_failing_receiver_never_delays_a_healthy_one_and_failed_alerts_stay_
 
     // A restarted watcher does not try the failed alert again.
     let child = spawn_watch(d);
+    let port = metrics_port(d);
     eventually("the restarted watcher's metrics", d, || {
         metrics(port).contains("plumbline_alerts{state=\"failed\"} 1")
     });
@@ -686,17 +691,17 @@ fn a_bad_configuration_is_refused_at_start_and_kept_out_on_reload() {
     assert!(!d.join("p.db").exists() || observations(d, "shop") == 0);
 
     // Running, then reloaded with the typo: keeps watching.
-    let port = free_port();
     std::fs::write(
         d.join("plumbline.toml"),
-        format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\n\n{toml}"),
+        format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:0\"\n\n{toml}"),
     )
     .unwrap();
     let child = spawn_watch(d);
+    let port = metrics_port(d);
     eventually("the first observation", d, || observations(d, "shop") == 1);
     std::fs::write(
         d.join("plumbline.toml"),
-        format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:{port}\"\n\n{typo}"),
+        format!("[watch]\ninterval_secs = 3600\nlisten = \"127.0.0.1:0\"\n\n{typo}"),
     )
     .unwrap();
     sighup(&child);
