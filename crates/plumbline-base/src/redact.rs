@@ -731,6 +731,15 @@ mod tests {
             let _ = redact_url(&s);
             let _ = redact_url_within(&s);
             let _ = redact_args(&[s.clone(), s.clone()]);
+            // A URL's credentials never survive, whatever text is around it.
+            let text = format!("{s} https://user:SEKRETpw@h.example/x?token=SEKRETtok {s}");
+            let out = redact_url_within(&text);
+            proptest::prop_assert!(
+                !out.contains("SEKRETpw") && !out.contains("SEKRETtok"),
+                "{text} → {out}"
+            );
+            let args = redact_args(&[format!("--token=SEKRETarg{s}")]);
+            proptest::prop_assert!(!args.concat().contains("SEKRETarg"), "{args:?}");
         }
 
         /// Echoes in any spelling: never a panic, and the value as written
