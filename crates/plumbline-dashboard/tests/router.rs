@@ -315,8 +315,8 @@ async fn the_overview_shows_each_server_and_sorts_newest_drift_first() {
     assert_eq!(acme["status"], "ok");
     assert_eq!(acme["tool_count"], 5);
     assert_eq!(
-        acme["unreviewed"], 5,
-        "add, xss, fs/read, lookup_order, gone"
+        acme["unreviewed"], 3,
+        "add, xss, fs/read: the rename is NONE and the removal is not graded"
     );
     assert_eq!(acme["worst_unreviewed"], "CRITICAL");
     assert_eq!(acme["last_observation"]["id"], fx.second.0);
@@ -326,7 +326,9 @@ async fn the_overview_shows_each_server_and_sorts_newest_drift_first() {
         by_name("quiet")["worst_unreviewed"],
         serde_json::Value::Null
     );
-    assert_eq!(by_name("beta")["unreviewed"], 1);
+    // beta's one change is cosmetic (NONE): counted, not waiting on anyone.
+    assert_eq!(by_name("beta")["changes"], 1);
+    assert_eq!(by_name("beta")["unreviewed"], 0);
 
     let order = |html: &str| -> Vec<usize> {
         ["acme", "beta", "down", "quiet"]
@@ -532,7 +534,7 @@ async fn the_tool_page_shows_the_current_definition_and_history() {
 async fn reviewing_and_accepting_through_the_form_update_counts_and_the_baseline() {
     let fx = seed();
     let (router, _) = app(&fx, None);
-    assert_eq!(unreviewed(&router, "acme").await, 5);
+    assert_eq!(unreviewed(&router, "acme").await, 3);
     let xss = change_path(fx.second, "xss");
     let page = get(&router, &xss).await.body;
     let token = form_token(&page);
@@ -548,7 +550,7 @@ async fn reviewing_and_accepting_through_the_form_update_counts_and_the_baseline
     .await;
     assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
     assert_eq!(a.headers[header::LOCATION], xss.as_str());
-    assert_eq!(unreviewed(&router, "acme").await, 4);
+    assert_eq!(unreviewed(&router, "acme").await, 2);
     let after = get(&router, &xss).await.body;
     assert!(
         after.contains("<strong>reviewed</strong> by alice"),
@@ -651,7 +653,7 @@ async fn forged_or_cross_site_forms_change_nothing() {
     )
     .await;
     assert_eq!(bad_status.status, StatusCode::BAD_REQUEST);
-    assert_eq!(unreviewed(&router, "acme").await, 5);
+    assert_eq!(unreviewed(&router, "acme").await, 3);
     let baseline = get(&router, "/api/v1/servers/acme/baseline").await.json();
     assert_eq!(baseline["explicit"], false);
 }
@@ -686,7 +688,7 @@ async fn the_api_reviews_and_accepts_changes() {
     .await;
     assert_eq!(reviewed.status, StatusCode::OK, "{}", reviewed.body);
     assert_eq!(reviewed.json()["baseline"], serde_json::Value::Null);
-    assert_eq!(unreviewed(&router, "acme").await, 3);
+    assert_eq!(unreviewed(&router, "acme").await, 1);
 
     let as_form = send(
         &router,
@@ -746,7 +748,7 @@ async fn the_api_reviews_and_accepts_changes() {
     )
     .await;
     assert_eq!(long_name.status, StatusCode::BAD_REQUEST);
-    assert_eq!(unreviewed(&router, "acme").await, 3);
+    assert_eq!(unreviewed(&router, "acme").await, 1);
 }
 
 #[tokio::test]
@@ -966,7 +968,7 @@ async fn a_change_long_past_still_counts_and_timelines_are_limited() {
         .clone();
     assert_eq!(acme["worst_unreviewed"], "CRITICAL", "{acme}");
     assert_eq!(acme["tool_count"], 5, "{acme}");
-    assert_eq!(acme["unreviewed"], 5, "{acme}");
+    assert_eq!(acme["unreviewed"], 3, "{acme}");
 
     let page = get(&router, "/servers/acme").await;
     assert_eq!(page.status, StatusCode::OK);
@@ -1151,7 +1153,8 @@ async fn the_dashboard_reads_recorded_grades_and_never_writes() {
         a.json()["worst_unreviewed"].clone()
     };
     let graded = worst(&fx).await;
-    assert_ne!(graded, "CRITICAL", "beta's wording change");
+    // beta's wording change is cosmetic (NONE): shown, but no work waits.
+    assert_eq!(graded, serde_json::Value::Null, "beta's wording change");
 
     let mut store = SqliteStore::open(&fx.path).expect("store");
     let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
@@ -1164,7 +1167,7 @@ async fn the_dashboard_reads_recorded_grades_and_never_writes() {
         .expect("read")
         .expect("recording kept the grade");
     let text = String::from_utf8(stored).expect("JSON text");
-    let severity = format!("\"severity\":{graded}");
+    let severity = "\"severity\":\"NONE\"".to_owned();
     assert!(text.contains(&severity), "{text}");
 
     // Where the grade comes from is visible once the stored one differs.
@@ -1443,7 +1446,7 @@ async fn the_overview_filters_by_severity_and_review_state() {
 async fn all_changes_of_an_observation_are_reviewed_or_accepted_at_once_after_confirming() {
     let fx = seed();
     let (router, _) = app(&fx, None);
-    assert_eq!(unreviewed(&router, "acme").await, 5);
+    assert_eq!(unreviewed(&router, "acme").await, 3);
     let page = get(
         &router,
         &format!("/servers/acme/observations/{}", fx.second),
@@ -1465,7 +1468,7 @@ async fn all_changes_of_an_observation_are_reviewed_or_accepted_at_once_after_co
     );
     assert_eq!(
         unreviewed(&router, "acme").await,
-        5,
+        3,
         "nothing before confirming"
     );
     let done = send(

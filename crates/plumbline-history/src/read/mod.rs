@@ -453,7 +453,8 @@ pub struct ServerOverview {
     pub last: Option<ObservationSummary>,
     /// How many tools the latest successful observation listed.
     pub tool_count: Option<u32>,
-    /// Changes over the whole history, and those nobody reviewed yet.
+    /// Changes over the whole history, and those graded above NONE (not
+    /// removals) that nobody reviewed yet.
     pub changes: usize,
     pub unreviewed: usize,
     /// The worst unreviewed change's severity.

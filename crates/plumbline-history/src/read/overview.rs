@@ -56,7 +56,10 @@ pub fn server_overview(
         }
         for t in &step.changes.tools {
             row.changes += 1;
-            if !reviewed.contains(&(step.summary.id, t.name.clone())) {
+            // Work for a reviewer: a change graded above NONE. A cosmetic
+            // edit or a removal is shown, but is not waiting on anyone.
+            let needs_review = t.severity > Severity::None && t.change != Change::Removed;
+            if needs_review && !reviewed.contains(&(step.summary.id, t.name.clone())) {
                 row.unreviewed += 1;
                 let s = t.severity;
                 row.worst_unreviewed = Some(row.worst_unreviewed.map_or(s, |w| w.max(s)));
