@@ -1753,3 +1753,39 @@ async fn accepting_an_observation_is_all_or_nothing_and_one_pass() {
     assert_eq!(a.json()["recorded"].as_array().map(Vec::len), Some(3000));
     assert_eq!(unreviewed(&router, "many").await, 0);
 }
+
+/// Issue 23, reading item: the server and observation pages show what the
+/// server says it is (its serverInfo: title, name, version), escaped.
+#[tokio::test]
+async fn server_and_observation_pages_show_the_servers_own_name_and_version() {
+    let fx = seed();
+    let id = {
+        let mut store = SqliteStore::open(&fx.path).expect("store");
+        let grader = plumbline_history::Grader::new(plumbline_taxonomy::Taxonomy::V1);
+        let mut o = observation("named", T0 + 1, &[SEARCH]);
+        o.server_info = Some(
+            br#"{"name":"example-server","title":"Example <b>Server</b>","version":"1.2.0"}"#
+                .to_vec(),
+        );
+        plumbline_history::record(
+            &mut store,
+            &grader,
+            vec![plumbline_history::Observed {
+                identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
+                observation: o,
+            }],
+        )
+        .expect("recorded")[0]
+            .observation
+    };
+    let (router, _) = app(&fx, None);
+    let shown = "Example &lt;b&gt;Server&lt;/b&gt; (example-server 1.2.0)";
+    for uri in [
+        "/servers/named".to_owned(),
+        format!("/servers/named/observations/{id}"),
+    ] {
+        let page = get(&router, &uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}");
+        assert!(page.body.contains(shown), "{uri}: {}", page.body);
+    }
+}

@@ -208,6 +208,27 @@ fn rule_link(r: RuleId) -> Markup {
     html! { a.rule href=(links::rule(r)) title=(r.title()) { (r.as_str()) } }
 }
 
+/// What a server says it is, from its `serverInfo` as sent: its title or
+/// name, and version (`Example Server (example-server 1.2.0)`); `None`
+/// when it sent none, or nothing readable.
+fn server_info(raw: Option<&[u8]>) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(raw?).ok()?;
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).filter(|x| !x.is_empty());
+    let name = field("name");
+    let version = field("version");
+    let id = match (name, version) {
+        (Some(n), Some(v)) => Some(format!("{n} {v}")),
+        (Some(n), None) => Some(n.to_owned()),
+        (None, Some(v)) => Some(format!("version {v}")),
+        (None, None) => None,
+    };
+    match (field("title"), id) {
+        (Some(t), Some(id)) if Some(t) != name => Some(format!("{t} ({id})")),
+        (Some(t), None) => Some(t.to_owned()),
+        (_, id) => id,
+    }
+}
+
 fn kind_label(change: &Change) -> Markup {
     html! {
         @match change {

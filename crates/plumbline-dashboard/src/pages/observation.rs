@@ -28,6 +28,7 @@ pub(super) async fn observation(
                 dt { "Started" } dd { (links::when(s.started_at_ms)) }
                 dt { "Finished" } dd { (links::when(s.finished_at_ms)) }
                 dt { "Outcome" } dd { (outcome_badge(&s.outcome)) }
+                @if let Some(info) = server_info(o.server_info.as_deref()) { dt { "Server" } dd { (line(&info)) } }
                 @if let Some(v) = &s.protocol_version { dt { "Protocol" } dd { (line(v)) } }
                 dt { "Tools" } dd { (s.tool_count) }
                 dt { "Compared with" } dd {

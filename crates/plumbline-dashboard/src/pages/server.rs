@@ -13,20 +13,22 @@ pub(super) async fn server(
             let steps = changes::recent(&*store, &inner.grader, &name, TIMELINE_ROWS)?;
             let reviews = changes::reviews(&*store, &name)?;
             let baseline = store.baseline(&name)?;
-            let current: Vec<String> = match store.latest_successful(&name, None)? {
+            let (current, info) = match store.latest_successful(&name, None)? {
                 Some(s) => {
                     let o = changes::observation_of(&*store, &name, s.id)?;
+                    let info = server_info(o.server_info.as_deref());
                     let mut names: Vec<String> =
                         o.tools.into_iter().filter_map(|t| t.name).collect();
                     names.sort();
                     names.dedup();
-                    names
+                    (names, info)
                 }
-                None => Vec::new(),
+                None => (Vec::new(), None),
             };
-            Ok((server, steps, reviews, baseline, current))
+            Ok((server, steps, reviews, baseline, (current, info)))
         })
         .await?;
+    let (current, info) = current;
     let name = view_name;
     Ok(layout(
         Some(state.taxonomy()),
@@ -35,6 +37,9 @@ pub(super) async fn server(
             p.crumbs { a href="/" { "Servers" } " / " (line(&name)) }
             h1 { "Server " (line(&name)) }
             p.identity { "Reached by " (connection(&server.identity)) }
+            @if let Some(info) = &info {
+                p.identity { "Says it is " strong { (line(info)) } " (its serverInfo, at the latest observation)" }
+            }
             section {
                 h2 { "Tools now" }
                 @if current.is_empty() {
