@@ -326,6 +326,16 @@ async fn the_overview_shows_each_server_and_sorts_newest_drift_first() {
         by_name("quiet")["worst_unreviewed"],
         serde_json::Value::Null
     );
+    // A failed server's row says why.
+    let html = get(&router, "/").await.body;
+    let down_row = html
+        .split("<tr>")
+        .find(|r| r.contains("href=\"/servers/down\""))
+        .expect("down's row");
+    assert!(
+        down_row.contains("connection refused &lt;b&gt;"),
+        "{down_row}"
+    );
     // beta's one change is cosmetic (NONE): counted, not waiting on anyone.
     assert_eq!(by_name("beta")["changes"], 1);
     assert_eq!(by_name("beta")["unreviewed"], 0);

@@ -108,7 +108,13 @@ pub(super) async fn overview(
                                     } @else { "never" }
                                 }
                                 td {
-                                    @if let Some(last) = &row.last { (outcome_badge(&last.outcome)) } @else { "—" }
+                                    @if let Some(last) = &row.last {
+                                        (outcome_badge(&last.outcome))
+                                        // A failure says why, in a line.
+                                        @if let Outcome::Failed { error } = &last.outcome {
+                                            " " span.error { (line(&first_line(error, 120))) }
+                                        }
+                                    } @else { "—" }
                                 }
                                 td.num { @if let Some(n) = row.tool_count { (n) } @else { "—" } }
                                 td {
