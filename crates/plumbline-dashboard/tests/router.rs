@@ -1799,3 +1799,16 @@ async fn server_and_observation_pages_show_the_servers_own_name_and_version() {
         assert!(page.body.contains(shown), "{uri}: {}", page.body);
     }
 }
+
+/// Issue 23, reading item: a pointer may break only after a `/` (each is
+/// followed by `<wbr>`), and the stylesheet no longer breaks anywhere.
+#[tokio::test]
+async fn pointers_break_only_between_tokens() {
+    let fx = seed();
+    let (router, _) = app(&fx, None);
+    let page = get(&router, &change_path(fx.second, "add")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("/<wbr>description"), "{}", page.body);
+    let css = get(&router, "/static/plumbline.css").await.body;
+    assert!(!css.contains("overflow-wrap: anywhere"), "{css}");
+}

@@ -178,7 +178,7 @@ pub(super) fn field_row(r: &FieldRow, raw: &RawLinks) -> Markup {
     html! {
         tr class=[(!rules.is_empty()).then_some("evidence")] {
             td.pointer {
-                code { (line(if r.pointer.is_empty() { "(root)" } else { &r.pointer })) }
+                code { (pointer_markup(&r.pointer)) }
                 @for rule in &rules { " " (rule_link(*rule)) }
             }
             td.old { (old) }
@@ -363,7 +363,7 @@ pub(super) fn change_page(
                         @for e in c.evidence.iter().take(MAX_EVIDENCE_SHOWN) {
                             li {
                                 (rule_link(e.rule)) " "
-                                code { (line(if e.pointer.is_empty() { "(root)" } else { &e.pointer })) } ": "
+                                code { (pointer_markup(&e.pointer)) } ": "
                                 (line(&e.message()))
                             }
                         }

@@ -229,6 +229,22 @@ fn server_info(raw: Option<&[u8]>) -> Option<String> {
     }
 }
 
+/// An RFC 6901 pointer for a narrow column: a line may break after each
+/// `/` (`<wbr>`), so the stylesheet never has to break inside a token
+/// unless one token alone is wider than the column.
+fn pointer_markup(pointer: &str) -> Markup {
+    html! {
+        @if pointer.is_empty() {
+            "(root)"
+        } @else {
+            @for (i, token) in pointer.split('/').enumerate() {
+                @if i > 0 { "/" wbr; }
+                (line(token))
+            }
+        }
+    }
+}
+
 fn kind_label(change: &Change) -> Markup {
     html! {
         @match change {

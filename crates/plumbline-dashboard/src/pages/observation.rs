@@ -108,7 +108,7 @@ pub(super) async fn observation(
                                     @for v in &n.by {
                                         li {
                                             @match &t.name { Some(n) => (line(n)), None => "(no name)" } " "
-                                            code { (line(&v.pointer)) }
+                                            code { (pointer_markup(&v.pointer)) }
                                             " by rule " code { (line(&v.rule)) }
                                         }
                                     }
