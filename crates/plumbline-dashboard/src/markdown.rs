@@ -1,111 +1,71 @@
-//! Just enough Markdown for the rule documents (`crates/plumbline-taxonomy/
-//! src/rules/r0N_*.md`, the text `plumbline explain` prints): headings,
-//! fenced code, bullet lists with continuation lines, paragraphs, and
-//! inline code spans.
+//! The rule documents (`crates/plumbline-taxonomy/src/rules/r0N_*.md`, the
+//! text `plumbline explain` prints) as HTML, with pulldown-cmark: headings,
+//! fenced code, nested lists, emphasis and inline code, as CommonMark reads
+//! them (a hand-written reader before lost list structure).
 //!
-//! The documents are ours, but they are rendered like any other text:
-//! parsed into blocks and written through maud, which escapes everything,
-//! so a rule document can never inject markup either.
+//! The documents are ours, but they are rendered like any other text: raw
+//! HTML in them is shown as text, never passed through, so a rule document
+//! can never inject markup either. Headings move down one level (the page
+//! has its own `h1`), and the page leads with why the rule matters: the
+//! "Why it matters" section comes first.
 
-use maud::{html, Markup};
+use maud::{Markup, PreEscaped};
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-#[derive(Debug, PartialEq, Eq)]
-enum Block {
-    Heading(u8, String),
-    Code(String),
-    List(Vec<String>),
-    Paragraph(String),
+/// The section a rule page leads with.
+const WHY: &str = "## Why it matters";
+
+/// `doc` with its "Why it matters" section moved before the first other
+/// section (after the title and any text before the first `## `).
+fn why_first(doc: &str) -> String {
+    let Some(why_at) = doc.find(WHY) else {
+        return doc.to_owned();
+    };
+    let why_end = doc[why_at + WHY.len()..]
+        .find("\n## ")
+        .map_or(doc.len(), |i| why_at + WHY.len() + i + 1);
+    let why = &doc[why_at..why_end];
+    let rest = format!("{}{}", &doc[..why_at], &doc[why_end..]);
+    let Some(first) = rest.find("\n## ") else {
+        return doc.to_owned();
+    };
+    let mut out = String::with_capacity(doc.len() + 2);
+    out.push_str(&rest[..first + 1]);
+    out.push_str(why.trim_end());
+    out.push_str("\n\n");
+    out.push_str(&rest[first + 1..]);
+    out
 }
 
-fn parse(doc: &str) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    let mut paragraph: Vec<&str> = Vec::new();
-    let mut list: Vec<String> = Vec::new();
-    let mut code: Option<Vec<&str>> = None;
-
-    fn flush(blocks: &mut Vec<Block>, paragraph: &mut Vec<&str>, list: &mut Vec<String>) {
-        if !paragraph.is_empty() {
-            blocks.push(Block::Paragraph(paragraph.join(" ")));
-            paragraph.clear();
-        }
-        if !list.is_empty() {
-            blocks.push(Block::List(std::mem::take(list)));
-        }
-    }
-
-    for line in doc.lines() {
-        if let Some(lines) = code.as_mut() {
-            if line.trim_start().starts_with("```") {
-                blocks.push(Block::Code(lines.join("\n")));
-                code = None;
-            } else {
-                lines.push(line);
-            }
-            continue;
-        }
-        let trimmed = line.trim();
-        if trimmed.starts_with("```") {
-            flush(&mut blocks, &mut paragraph, &mut list);
-            code = Some(Vec::new());
-        } else if trimmed.is_empty() {
-            flush(&mut blocks, &mut paragraph, &mut list);
-        } else if let Some((level, text)) = heading(trimmed) {
-            flush(&mut blocks, &mut paragraph, &mut list);
-            blocks.push(Block::Heading(level, text.to_owned()));
-        } else if let Some(item) = trimmed.strip_prefix("- ") {
-            if !paragraph.is_empty() {
-                flush(&mut blocks, &mut paragraph, &mut list);
-            }
-            list.push(item.to_owned());
-        } else if !list.is_empty() && line.starts_with(' ') {
-            if let Some(last) = list.last_mut() {
-                last.push(' ');
-                last.push_str(trimmed);
-            }
-        } else {
-            if !list.is_empty() {
-                flush(&mut blocks, &mut paragraph, &mut list);
-            }
-            paragraph.push(trimmed);
-        }
-    }
-    if let Some(lines) = code {
-        blocks.push(Block::Code(lines.join("\n")));
-    }
-    flush(&mut blocks, &mut paragraph, &mut list);
-    blocks
-}
-
-fn heading(line: &str) -> Option<(u8, &str)> {
-    let hashes = line.bytes().take_while(|b| *b == b'#').count();
-    let rest = line.get(hashes..)?;
-    ((1..=6).contains(&hashes) && rest.starts_with(' ')).then(|| (hashes as u8, rest.trim()))
-}
-
-/// Text with `code spans`: alternate runs, odd ones are code.
-fn inline(text: &str) -> Markup {
-    html! {
-        @for (i, part) in text.split('`').enumerate() {
-            @if i % 2 == 1 { code { (part) } } @else { (part) }
-        }
-    }
-}
-
-/// The document as HTML. Headings are shifted down one level so the page
-/// keeps a single `<h1>`.
+/// A rule document as HTML.
 pub fn render(doc: &str) -> Markup {
-    html! {
-        @for block in parse(doc) {
-            @match block {
-                Block::Heading(1, t) => h2 { (inline(&t)) },
-                Block::Heading(2, t) => h3 { (inline(&t)) },
-                Block::Heading(_, t) => h4 { (inline(&t)) },
-                Block::Code(t) => pre { code { (t) } },
-                Block::List(items) => ul { @for item in &items { li { (inline(item)) } } },
-                Block::Paragraph(t) => p { (inline(&t)) },
-            }
-        }
-    }
+    let doc = why_first(doc);
+    let lower = |level: HeadingLevel| match level {
+        HeadingLevel::H1 => HeadingLevel::H2,
+        HeadingLevel::H2 => HeadingLevel::H3,
+        HeadingLevel::H3 => HeadingLevel::H4,
+        _ => HeadingLevel::H5,
+    };
+    let events = Parser::new_ext(&doc, Options::ENABLE_STRIKETHROUGH).map(|event| match event {
+        // Markup in the text is shown, not obeyed.
+        Event::Html(text) | Event::InlineHtml(text) => Event::Text(text),
+        Event::Start(Tag::Heading {
+            level,
+            id,
+            classes,
+            attrs,
+        }) => Event::Start(Tag::Heading {
+            level: lower(level),
+            id,
+            classes,
+            attrs,
+        }),
+        Event::End(TagEnd::Heading(level)) => Event::End(TagEnd::Heading(lower(level))),
+        other => other,
+    });
+    let mut html = String::with_capacity(doc.len() * 2);
+    pulldown_cmark::html::push_html(&mut html, events);
+    PreEscaped(html)
 }
 
 #[cfg(test)]
@@ -113,35 +73,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn blocks_of_a_rule_document() {
-        let doc = "# R01 — Title\n\n## What\n\nA field gains\n`<!--` here.\n\n```text\nU+200B <x>\n```\n\n- one\n  continued\n- two\nAfter.\n";
-        assert_eq!(
-            parse(doc),
-            [
-                Block::Heading(1, "R01 — Title".into()),
-                Block::Heading(2, "What".into()),
-                Block::Paragraph("A field gains `<!--` here.".into()),
-                Block::Code("U+200B <x>".into()),
-                Block::List(vec!["one continued".into(), "two".into()]),
-                Block::Paragraph("After.".into()),
-            ]
-        );
+    fn a_rule_document_keeps_its_structure_and_shows_markup_as_text() {
+        let doc = "# R01 — Title\n\n## What it detects\n\nA field gains\n`<!--` here, and <b>bold</b>.\n\n```text\nU+200B <x>\n```\n\n- one\n  continued\n  - nested\n- two\n\n## Why it matters\n\nBecause.\n\n## Example\n\nNone.\n";
         let html = render(doc).into_string();
         assert!(html.contains("<h2>R01 — Title</h2>"), "{html}");
         assert!(html.contains("<code>&lt;!--</code>"), "{html}");
+        assert!(html.contains("&lt;b&gt;bold&lt;/b&gt;"), "{html}");
+        assert!(!html.contains("<b>"), "{html}");
         assert!(
-            html.contains("<pre><code>U+200B &lt;x&gt;</code></pre>"),
+            html.contains("<pre><code class=\"language-text\">U+200B &lt;x&gt;\n</code></pre>"),
             "{html}"
         );
-        assert!(html.contains("<li>one continued</li>"), "{html}");
+        assert!(
+            html.contains("<li>one\ncontinued\n<ul>\n<li>nested</li>"),
+            "{html}"
+        );
+        let why = html.find("<h3>Why it matters</h3>").expect("why");
+        let what = html.find("<h3>What it detects</h3>").expect("what");
+        assert!(why < what, "leads with why: {html}");
+        assert!(
+            html.find("<h3>Example</h3>").is_some_and(|e| e > what),
+            "{html}"
+        );
     }
 
     #[test]
-    fn every_rule_document_renders_with_its_title() {
+    fn every_rule_document_renders_with_its_title_and_leads_with_why() {
         for rule in plumbline_taxonomy::RuleId::ALL {
             let html = render(rule.documentation()).into_string();
             assert!(html.contains(rule.title()), "{rule}");
             assert!(!html.contains("<script"), "{rule}");
+            assert!(html.contains("<li>"), "{rule}: its lists are lists");
+            if let (Some(why), Some(what)) =
+                (html.find("Why it matters"), html.find("What it detects"))
+            {
+                assert!(why < what, "{rule} leads with why");
+            }
         }
     }
 }
