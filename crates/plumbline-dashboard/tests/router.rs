@@ -1416,6 +1416,14 @@ async fn the_api_has_a_readable_reference_page() {
         );
     }
     assert!(page.body.contains("href=\"/api/v1/openapi.json\""));
+    // No internal symbol (a Rust path such as Store::tool_history) on a
+    // page for people (issue 23).
+    let internal = page
+        .body
+        .as_bytes()
+        .windows(4)
+        .any(|w| w[0].is_ascii_alphabetic() && &w[1..3] == b"::" && w[3].is_ascii_alphabetic());
+    assert!(!internal, "{}", page.body);
     let overview = get(&router, "/").await;
     assert!(
         overview.body.contains("href=\"/api\""),
