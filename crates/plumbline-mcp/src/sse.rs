@@ -1,6 +1,14 @@
 //! A bounded Server-Sent Events parser (the subset MCP uses: `event`,
 //! `data`, and for resuming a stream, `id` and `retry`; comments are
 //! ignored).
+//!
+//! Why ours and not a crate's (issue 23 asked): the parsers published for
+//! this (`eventsource-stream`, `sse-stream`, `eventsource-client`) grow an
+//! event's buffer without a bound and own the byte stream, while a hostile
+//! server must hit [`Parser`]'s `max` with a clear error, and resumption
+//! needs the last event ID and `retry` kept exactly as the HTML standard's
+//! algorithm keeps them across events. That is about a hundred lines, kept
+//! here with tests, rather than a wrapper that would still need the bound.
 
 use std::time::Duration;
 
