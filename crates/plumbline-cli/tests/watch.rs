@@ -779,3 +779,37 @@ fn a_huge_adversarial_change_is_graded_within_bounds_and_sigterm_is_answered() {
         .collect();
     assert!(changes.iter().any(|c| c == "LOW"), "{v}");
 }
+
+/// An alert links to the dashboard page of its observation, built by the
+/// dashboard's own URL builder (the server name percent-encoded as one
+/// path segment).
+#[test]
+fn an_alert_links_to_its_observation_on_the_dashboard() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let (url, received) = receiver();
+    with_watch(
+        d,
+        1,
+        &url,
+        "[watch]\ndashboard_url = \"http://127.0.0.1:8077/\"\n",
+    );
+    watch_once(d);
+    with_watch(
+        d,
+        2,
+        &url,
+        "[watch]\ndashboard_url = \"http://127.0.0.1:8077/\"\n",
+    );
+    watch_once(d);
+    let got = received.lock().unwrap().clone();
+    let v: Value = serde_json::from_slice(&got[0].0).expect("JSON");
+    assert_eq!(
+        v["link"],
+        format!(
+            "http://127.0.0.1:8077/servers/shop/observations/{}",
+            v["observation"]
+        ),
+        "{v}"
+    );
+}

@@ -19,6 +19,7 @@
 //! - [`alerts`]: what each recorded observation alerts, to which channel.
 
 pub mod alerts;
+pub mod links;
 pub mod read;
 pub mod record;
 pub mod summary;

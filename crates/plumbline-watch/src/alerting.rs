@@ -46,10 +46,9 @@ pub(crate) fn enqueue(
             alert.previous_observation = r.previous.map(|p| p.0);
             alert.link = config.watch.dashboard_url.as_deref().map(|base| {
                 format!(
-                    "{}/servers/{}/observations/{}",
+                    "{}{}",
                     base.trim_end_matches('/'),
-                    path_segment(&r.server),
-                    r.observation
+                    plumbline_history::links::observation(&r.server, r.observation)
                 )
             });
             let Some(channel) = config
@@ -77,26 +76,4 @@ pub(crate) fn enqueue(
         }
     }
     Ok(woken)
-}
-
-/// `s` percent-encoded as one URL path segment.
-fn path_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn server_names_are_one_path_segment() {
-        assert_eq!(super::path_segment("shop"), "shop");
-        assert_eq!(super::path_segment("a/b c"), "a%2Fb%20c");
-    }
 }
