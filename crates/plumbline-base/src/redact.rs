@@ -432,6 +432,23 @@ fn decoded(text: &str, decoding: Decoding) -> Option<Decoded> {
     Some((out, from))
 }
 
+/// `text` with each of `spans` (byte ranges, in order, not overlapping)
+/// replaced by `mark`; `None` when there is none.
+fn replace_spans(text: &str, spans: &[(usize, usize)], mark: &str) -> Option<String> {
+    if spans.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for &(start, end) in spans {
+        out.push_str(&text[last..start]);
+        out.push_str(mark);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    Some(out)
+}
+
 /// `text` with every echo of `value` in the `decoding` spelling replaced by
 /// `mark`; `None` when there is none.
 fn redact_decoded(text: &str, value: &str, mark: &str, decoding: Decoding) -> Option<String> {
@@ -447,18 +464,7 @@ fn redact_decoded(text: &str, value: &str, mark: &str, decoding: Decoding) -> Op
             spans.push((start, end));
         }
     }
-    if spans.is_empty() {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (start, end) in spans {
-        out.push_str(&text[last..start]);
-        out.push_str(mark);
-        last = end;
-    }
-    out.push_str(&text[last..]);
-    Some(out)
+    replace_spans(text, &spans, mark)
 }
 
 /// `text` with every beginning of `value` that is cut off (by the end of
@@ -485,18 +491,7 @@ fn redact_cut(text: &str, value: &str, mark: &str) -> Option<String> {
             spans.push((at, end));
         }
     }
-    if spans.is_empty() {
-        return None;
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for (start, end) in spans {
-        out.push_str(&text[last..start]);
-        out.push_str(mark);
-        last = end;
-    }
-    out.push_str(&text[last..]);
-    Some(out)
+    replace_spans(text, &spans, mark)
 }
 
 #[cfg(test)]

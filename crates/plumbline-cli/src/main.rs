@@ -104,6 +104,7 @@ fn man(args: &cli::ManArgs) -> anyhow::Result<exit::Outcome> {
     match &args.command {
         None => {
             clap_mangen::Man::new(program.clone()).render(&mut out)?;
+            out.write_all(MAN_EXIT_STATUS.as_bytes())?;
             let commands: Vec<String> = program
                 .get_subcommands()
                 .filter(|c| !c.is_hide_set())
@@ -151,19 +152,9 @@ the command line was wrong. It wins over 1: an incomplete result never
 looks like a complete one.
 "#;
 
-/// The program page's sections beyond what clap describes.
-const MAN_SECTIONS: &str = r#".SH "EXIT STATUS"
-.TP
-\fB0\fR
-Everything was read, and nothing reached \fB\-\-fail\-on\fR.
-.TP
-\fB1\fR
-Something reached \fB\-\-fail\-on\fR (drift at or above it).
-.TP
-\fB2\fR
-Something could not be read, reached or graded, or the command line was
-wrong. It wins over 1.
-.SH FILES
+/// The program page's sections beyond what clap describes and
+/// [`MAN_EXIT_STATUS`].
+const MAN_SECTIONS: &str = r#".SH FILES
 .TP
 \fBplumbline.toml\fR
 The servers, limits, watcher and alert channels (docs/configuration.md).
