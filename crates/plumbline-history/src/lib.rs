@@ -113,3 +113,53 @@ pub fn summary_key(taxonomy: Taxonomy) -> String {
         taxonomy.id()
     )
 }
+
+/// How two identities (JSON objects: how a server is reached, as the
+/// configuration writes them)
+/// differ, one readable line per key: `args: ["a"] → ["a","b"]`, with
+/// `(none)` for a key on one side only. Empty when they are the same (or
+/// either is not a JSON object, when the two texts are compared whole).
+pub fn identity_changes(old: &str, new: &str) -> Vec<String> {
+    use serde_json::Value;
+    let shown = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "(none)".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    let (Ok(Value::Object(o)), Ok(Value::Object(n))) = (
+        serde_json::from_str::<Value>(old),
+        serde_json::from_str::<Value>(new),
+    ) else {
+        return if old == new {
+            Vec::new()
+        } else {
+            vec![format!("{old} → {new}")]
+        };
+    };
+    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
+    keys.into_iter()
+        .filter(|k| o.get(*k).unwrap_or(&Value::Null) != n.get(*k).unwrap_or(&Value::Null))
+        .map(|k| format!("{k}: {} → {}", shown(o.get(k)), shown(n.get(k))))
+        .collect()
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::identity_changes;
+
+    #[test]
+    fn identity_changes_are_named_key_by_key() {
+        let old = r#"{"args":["serve"],"command":"npx","cwd":null,"transport":"stdio"}"#;
+        let new =
+            r#"{"args":["serve","--port","1"],"command":"npx","cwd":"/srv","transport":"stdio"}"#;
+        assert_eq!(
+            identity_changes(old, new),
+            [
+                r#"args: ["serve"] → ["serve","--port","1"]"#,
+                "cwd: (none) → /srv"
+            ]
+        );
+        assert!(identity_changes(old, old).is_empty());
+        assert_eq!(identity_changes("x", "y"), ["x → y"]);
+    }
+}

@@ -39,7 +39,7 @@ pub struct Recorded {
     /// The drift since `previous`, with its evidence.
     pub drift: Option<Drift>,
     /// How the way the server is reached changed since it was last
-    /// recorded, one line per key ([`plumbline_store::identity_changes`]);
+    /// recorded, one line per key ([`crate::identity_changes`]);
     /// empty when it did not. Another command or URL may be another server.
     pub reached_differently: Vec<String>,
     pub started_at_ms: i64,
@@ -233,7 +233,7 @@ pub fn record(
             // it) and with its alerts.
             if let Some(before) = identities.insert(o.observation.server.clone(), canonical.clone())
             {
-                reached_differently = plumbline_store::identity_changes(&before, &canonical);
+                reached_differently = crate::identity_changes(&before, &canonical);
                 if !reached_differently.is_empty() {
                     o.observation.problems.push(Problem {
                         position: None,

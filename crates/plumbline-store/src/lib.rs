@@ -280,35 +280,6 @@ pub trait Store {
     fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
 }
 
-/// How two identities (JSON objects: how a server is reached, as the
-/// configuration writes them)
-/// differ, one readable line per key: `args: ["a"] → ["a","b"]`, with
-/// `(none)` for a key on one side only. Empty when they are the same (or
-/// either is not a JSON object, when the two texts are compared whole).
-pub fn identity_changes(old: &str, new: &str) -> Vec<String> {
-    use serde_json::Value;
-    let shown = |v: Option<&Value>| match v {
-        None | Some(Value::Null) => "(none)".to_owned(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    };
-    let (Ok(Value::Object(o)), Ok(Value::Object(n))) = (
-        serde_json::from_str::<Value>(old),
-        serde_json::from_str::<Value>(new),
-    ) else {
-        return if old == new {
-            Vec::new()
-        } else {
-            vec![format!("{old} → {new}")]
-        };
-    };
-    let keys: std::collections::BTreeSet<&String> = o.keys().chain(n.keys()).collect();
-    keys.into_iter()
-        .filter(|k| o.get(*k).unwrap_or(&Value::Null) != n.get(*k).unwrap_or(&Value::Null))
-        .map(|k| format!("{k}: {} → {}", shown(o.get(k)), shown(n.get(k))))
-        .collect()
-}
-
 /// The per-user store every project shared before stores were per project
 /// (see the crate documentation for the order of precedence).
 pub fn default_path() -> Result<PathBuf, StoreError> {
@@ -404,22 +375,6 @@ mod tests {
         let odd = project_path_from(Path::new("/work/my project ☃"), env(&vars)).unwrap();
         let folder = odd.parent().unwrap().file_name().unwrap().to_str().unwrap();
         assert!(folder.starts_with("my_project__-"), "{folder}");
-    }
-
-    #[test]
-    fn identity_changes_are_named_key_by_key() {
-        let old = r#"{"args":["serve"],"command":"npx","cwd":null,"transport":"stdio"}"#;
-        let new =
-            r#"{"args":["serve","--port","1"],"command":"npx","cwd":"/srv","transport":"stdio"}"#;
-        assert_eq!(
-            identity_changes(old, new),
-            [
-                r#"args: ["serve"] → ["serve","--port","1"]"#,
-                "cwd: (none) → /srv"
-            ]
-        );
-        assert!(identity_changes(old, old).is_empty());
-        assert_eq!(identity_changes("x", "y"), ["x → y"]);
     }
 
     use super::*;

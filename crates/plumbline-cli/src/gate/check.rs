@@ -248,7 +248,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         // different command or URL now may be a different server.
         if let Some(c) = now.as_ref().filter(|_| args.tools.is_none()) {
             if let Ok(identity) = canonical_identity(&c.identity) {
-                let changes = plumbline_store::identity_changes(&locked.identity, &identity);
+                let changes = plumbline_history::identity_changes(&locked.identity, &identity);
                 if !c.identity.is_null() && !changes.is_empty() {
                     eprintln!(
                         "warning: {}: reached differently than when pinned ({}); the tools are compared all the same. If this is the same server, `plumbline pin --update {}` records how it is reached now",

@@ -201,7 +201,7 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                     "{}: now reached as configured ({})",
                     for_terminal(&c.server, false),
                     for_terminal(
-                        &plumbline_store::identity_changes(&locked.identity, &identity)
+                        &plumbline_history::identity_changes(&locked.identity, &identity)
                             .join("; "),
                         false
                     )
