@@ -318,8 +318,16 @@ pub fn record(
                 grader.count();
                 // What the new listing holds that cannot be read fails
                 // closed: it is in the drift, never silently left out.
-                let new_obs = store.observation(id)?.ok_or_else(vanished)?;
-                let unreadable = crate::read::unreadable_since(&new_obs, &old_obs);
+                // The store reports every malformed tool as a problem, so a
+                // listing without problems whose tools all have names has
+                // nothing unreadable: no need to read it back.
+                let unreadable =
+                    if summary.problem_count == 0 && n.tools.iter().all(|t| t.name.is_some()) {
+                        Vec::new()
+                    } else {
+                        let new_obs = store.observation(id)?.ok_or_else(vanished)?;
+                        crate::read::unreadable_since(&new_obs, &old_obs)
+                    };
                 let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign)
                     .with_unreadable(&unreadable);
                 if let (Some(old_set), Some(new_set)) = (prev.tool_set, summary.tool_set) {
