@@ -58,17 +58,12 @@ pub fn pieces(s: &str, keep_breaks: bool) -> Vec<Piece<'_>> {
     out
 }
 
-/// `U+200B`: how a hidden code point is labelled.
-pub fn code_point_label(c: char) -> String {
-    format!("U+{:04X}", c as u32)
-}
-
 fn render(s: &str, keep_breaks: bool) -> Markup {
     html! {
         @for piece in pieces(s, keep_breaks) {
             @match piece {
                 Piece::Text(t) => (t),
-                Piece::CodePoint(c) => span.cp { (code_point_label(c)) },
+                Piece::CodePoint(c) => span.cp { (plumbline_taxonomy::evidence::u_plus(c)) },
             }
         }
     }

@@ -37,8 +37,10 @@ pub struct Evidence {
 pub enum Detail {
     /// R01: an invisible or bidi code point new in the field.
     InvisibleCodePoint {
-        /// `U+XXXX`.
-        code_point: String,
+        /// The code point itself; JSON writes it the Unicode way, `"U+200B"`
+        /// (the published check-output schema), and [`u_plus`] renders it.
+        #[serde(serialize_with = "serialize_u_plus")]
+        code_point: char,
         name: &'static str,
     },
     /// R01: the HTML/XML comment marker `<!--` new in the field.
@@ -177,13 +179,22 @@ fn shown_match(pattern: crate::patterns::PatternKind, text: &str) -> &str {
     text
 }
 
+/// A code point as Unicode writes it: `U+` and at least four hex digits.
+pub fn u_plus(c: char) -> String {
+    format!("U+{:04X}", c as u32)
+}
+
+fn serialize_u_plus<S: serde::Serializer>(c: &char, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&u_plus(*c))
+}
+
 impl Evidence {
     /// A one-line, human description of this evidence. Server-supplied text
     /// is included as is: callers sanitise it for their medium.
     pub fn message(&self) -> String {
         match &self.detail {
             Detail::InvisibleCodePoint { code_point, name } => {
-                format!("invisible code point {code_point} {name}")
+                format!("invisible code point {} {name}", u_plus(*code_point))
             }
             Detail::CommentMarker { text } => format!("comment marker {text:?}"),
             Detail::Phrase { phrase, text } if phrase == text => format!("phrase {phrase:?}"),
@@ -300,6 +311,25 @@ mod tests {
                 text: text.into(),
             },
         }
+    }
+
+    #[test]
+    fn a_code_point_is_a_char_in_the_model_and_u_plus_in_json_and_messages() {
+        let tag = Evidence {
+            rule: RuleId::R01,
+            pointer: "/description".into(),
+            detail: Detail::InvisibleCodePoint {
+                code_point: '\u{E0041}',
+                name: "TAG LATIN CAPITAL LETTER A",
+            },
+        };
+        let json = serde_json::to_value(&tag).unwrap();
+        assert_eq!(json["code_point"], "U+E0041");
+        assert_eq!(u_plus('\u{200B}'), "U+200B");
+        assert_eq!(
+            tag.message(),
+            "invisible code point U+E0041 TAG LATIN CAPITAL LETTER A"
+        );
     }
 
     #[test]

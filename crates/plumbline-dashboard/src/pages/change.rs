@@ -51,11 +51,7 @@ pub(super) fn resolve<'a>(v: &'a Value, pointer: &str) -> Option<&'a Value> {
 /// about the field as a whole (a new required input, an annotation…).
 pub(super) fn evidence_text(e: &Evidence) -> Option<String> {
     match &e.detail {
-        Detail::InvisibleCodePoint { code_point, .. } => code_point
-            .strip_prefix("U+")
-            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-            .and_then(char::from_u32)
-            .map(String::from),
+        Detail::InvisibleCodePoint { code_point, .. } => Some(code_point.to_string()),
         Detail::CommentMarker { text }
         | Detail::Phrase { text, .. }
         | Detail::ServerToolReference { text }

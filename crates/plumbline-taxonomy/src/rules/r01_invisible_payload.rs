@@ -142,7 +142,7 @@ fn check_v2(ctx: &Context<'_>) -> Found {
                     rule: RuleId::R01,
                     pointer: f.pointer(),
                     detail: Detail::InvisibleCodePoint {
-                        code_point: format!("U+{:04X}", c as u32),
+                        code_point: c,
                         name,
                     },
                 });
@@ -174,7 +174,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
                     rule: RuleId::R01,
                     pointer: f.pointer(),
                     detail: Detail::InvisibleCodePoint {
-                        code_point: format!("U+{:04X}", *c as u32),
+                        code_point: *c,
                         name,
                     },
                 });
