@@ -44,7 +44,8 @@ fn raw_capture() -> Vec<String> {
         writeln!(stdin, "{v}").expect("write");
         stdin.flush().expect("flush");
     };
-    let mut read_response = |id: u64| -> String {
+    // The next line that `wanted` accepts, raw; lines before it are skipped.
+    let mut read_until = |wanted: &dyn Fn(&Value) -> bool| -> (String, Value) {
         loop {
             let mut line = String::new();
             assert!(
@@ -52,8 +53,8 @@ fn raw_capture() -> Vec<String> {
                 "server closed"
             );
             let v: Value = serde_json::from_str(&line).expect("JSON line");
-            if v.get("id") == Some(&json!(id)) {
-                return line;
+            if wanted(&v) {
+                return (line, v);
             }
         }
     };
@@ -63,13 +64,16 @@ fn raw_capture() -> Vec<String> {
         "capabilities": {"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}},
         "clientInfo": {"name": "raw-capture", "version": "0"}}}),
     );
-    read_response(1);
+    read_until(&|v| v.get("id") == Some(&json!(1)));
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}));
-    // The server registers more tools on `initialized` and says so; give
-    // it the moment it needs, then list.
-    std::thread::sleep(Duration::from_millis(500));
+    // The server handles `initialized` (registering what depends on the
+    // client's capabilities) and then asks for the client's roots: once
+    // that request is here, `initialized` has been handled. Answer it as
+    // the client does, then list.
+    let (_, roots) = read_until(&|v| v.get("method") == Some(&json!("roots/list")));
+    send(json!({"jsonrpc": "2.0", "id": roots["id"], "result": {"roots": []}}));
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
-    let line = read_response(2);
+    let (line, _) = read_until(&|v| v.get("id") == Some(&json!(2)));
     drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
