@@ -9,7 +9,6 @@ mod discover;
 mod evaluate;
 mod exit;
 mod gate;
-mod lock;
 mod render;
 mod report;
 mod serve;

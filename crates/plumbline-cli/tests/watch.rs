@@ -592,7 +592,8 @@ fn a_dead_or_failing_receiver_never_delays_a_healthy_one_and_failed_alerts_stay_
     // The hanging channel goes (its pending alert is retired as failed),
     // or this round would wait out its 30 s timeout.
     let config = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
-    let hang = format!("[[alerts]]\nname = \"hangs\"\ntype = \"webhook\"\nurl = \"{hang_url}\"\n\n");
+    let hang =
+        format!("[[alerts]]\nname = \"hangs\"\ntype = \"webhook\"\nurl = \"{hang_url}\"\n\n");
     assert!(config.contains(&hang));
     std::fs::write(d.join("plumbline.toml"), config.replace(&hang, "")).unwrap();
     let once = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))

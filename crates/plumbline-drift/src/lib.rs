@@ -177,7 +177,7 @@ impl ToolDrift {
 pub const UNREADABLE_SEVERITY: Severity = Severity::High;
 
 /// An element of a listing that could not be read as a tool.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unreadable {
     /// Its top-level name, where one could be found
     /// (`plumbline_base::json::tool_name`).

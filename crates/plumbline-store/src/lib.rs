@@ -83,8 +83,7 @@
 //! # Ok::<(), plumbline_store::StoreError>(())
 //! ```
 
-pub mod canonical;
-mod digest;
+pub use plumbline_base::canonical;
 mod error;
 pub mod model;
 mod sqlite;
@@ -93,8 +92,6 @@ pub mod time;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-pub use canonical::{canonicalize, canonicalize_value, CanonicalError};
-pub use digest::{digest, Digest, DigestParseError};
 pub use error::StoreError;
 pub use model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
@@ -102,6 +99,8 @@ pub use model::{
     ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review, ReviewStatus,
     Server, ToolEntry, ToolHistoryEntry,
 };
+pub use plumbline_base::canonical::{canonicalize, canonicalize_value, CanonicalError};
+pub use plumbline_base::digest::{digest, Digest, DigestParseError};
 pub use sqlite::SqliteStore;
 
 /// The store as callers see it, whatever the backend.

@@ -184,6 +184,47 @@ fn listed_servers(tools: Option<&Path>, config: &Path) -> Result<Vec<String>> {
     Ok(Config::load(config)?.servers.into_keys().collect())
 }
 
+/// The store's baselines as a lock: every server with one (or those in
+/// `only`), each tool at its accepted canonical version.
+fn lock_from_store(
+    store: &impl plumbline_store::Store,
+    only: &[String],
+    taxonomy: Taxonomy,
+) -> Result<LockFile> {
+    let mut lock = LockFile::new(taxonomy);
+    for server in store.servers()? {
+        if !only.is_empty() && !only.contains(&server.name) {
+            continue;
+        }
+        let Some(baseline) = store.baseline(&server.name)? else {
+            continue;
+        };
+        let mut tools = Vec::new();
+        for (name, tool) in baseline.tools {
+            let canonical = store.tool_version(&tool.canonical_digest)?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: the baseline's version of {name:?} is missing from the store",
+                    server.name
+                )
+            })?;
+            tools.push(LockedTool {
+                name,
+                sha256: tool.canonical_digest.to_hex(),
+                definition: String::from_utf8(canonical)
+                    .map_err(|_| anyhow::anyhow!("canonical JSON is not UTF-8"))?,
+            });
+        }
+        lock.servers.insert(
+            server.name,
+            LockedServer {
+                identity: server.identity,
+                tools,
+            },
+        );
+    }
+    Ok(lock)
+}
+
 pub fn check(args: &CheckArgs) -> Result<Outcome> {
     // What the reports name as the baseline: the lock file, or the store.
     let (lock, baseline_file) = if args.against_store {
@@ -192,7 +233,7 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         let path = store.path().to_path_buf();
         let configured = Config::taxonomy_in(&args.config.path)?;
         let taxonomy = args.taxonomy.taxonomy.or(configured).unwrap_or_default();
-        (LockFile::from_store(&store, &args.servers, taxonomy)?, path)
+        (lock_from_store(&store, &args.servers, taxonomy)?, path)
     } else {
         (LockFile::load(&args.lock)?, args.lock.clone())
     };
@@ -273,18 +314,12 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
                 continue;
             }
         };
-        let old: Vec<(String, Value)> = locked
-            .tools
-            .iter()
-            .map(|t| Ok((t.name.clone(), t.value()?)))
-            .collect::<Result<_>>()?;
         // What cannot be read cannot be graded, and never passes.
-        let (new, unreadable) = split_readable(&tools);
         results.push(ServerCheck {
             server: server.clone(),
             status: Status::Ok,
             error: None,
-            drift: Some(drift_of(&classifier, &old, &new).with_unreadable(&unreadable)),
+            drift: Some(locked.drift_to(&classifier, &tools)?),
         });
     }
     // Worst first.

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 use plumbline_drift::Drift;
-use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{Classifier, Severity, Taxonomy};
 use serde::Serialize;
@@ -15,10 +14,10 @@ use serde::Serialize;
 use crate::cli::{CheckArgs, CheckFormat, PinArgs};
 use crate::config::{Config, ServerConfig};
 use crate::exit::Outcome;
-use crate::lock::{LockFile, LockedServer, LockedTool};
 use crate::observe::collect;
 use crate::render;
 use crate::tools_input::{self, RawListing};
+use plumbline_lock::{canonical_identity, LockFile, LockedServer, LockedTool, NotPinned};
 
 mod check;
 mod pin;
@@ -142,93 +141,29 @@ fn compared(
     (name, rewritten.map_or(raw, |r| r.tool))
 }
 
-fn canonical_identity(identity: &serde_json::Value) -> Result<String> {
-    let canonical = plumbline_store::canonicalize(identity.to_string().as_bytes())?;
-    Ok(String::from_utf8(canonical)?)
-}
-
-/// Pins every readable tool. Elements that cannot be read as tools are
-/// left out with a warning and counted: they have no definition to pin,
-/// and `check` fails on them until the server sends readable ones.
+/// Pins every readable tool listed once; says on stderr what was left out
+/// (`check` fails on it until the server sends readable tools, each once).
 fn pin_tools(server: &str, tools: &[(Option<String>, Vec<u8>)]) -> (Vec<LockedTool>, usize) {
-    let (readable, unreadable) = split_readable(tools);
-    for u in &unreadable {
-        eprintln!(
-            "warning: {}: {} could not be read as a tool ({}); not pinned, and `check` fails on it",
-            for_terminal(server, false),
-            for_terminal(&u.label(), false),
-            for_terminal(&u.reason, false)
-        );
-    }
-    let mut skipped = unreadable.len();
-    // A name listed more than once: which copy a client shows the model is
-    // not ours to guess, so neither is pinned.
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    for (name, _) in &readable {
-        *counts.entry(name.as_str()).or_default() += 1;
-    }
-    for (name, n) in counts.iter().filter(|(_, n)| **n > 1) {
-        eprintln!(
-            "warning: {}: {} is listed {n} times; not pinned, and `check` fails on it until it is listed once",
-            for_terminal(server, false),
-            for_terminal(name, false),
-        );
-        skipped += n;
-    }
-    let pinned = readable
-        .iter()
-        .filter(|(name, _)| counts.get(name.as_str()) == Some(&1))
-        .filter_map(|(name, value)| {
-            LockedTool::from_value(name, value)
-                .map_err(|e| {
-                    eprintln!(
-                        "warning: {}: {e:#}; not pinned",
-                        for_terminal(server, false)
-                    );
-                    skipped += 1;
-                })
-                .ok()
-        })
-        .collect();
-    (pinned, skipped)
-}
-
-/// A listing's elements as the gate grades them: the tools the taxonomy's
-/// reader accepts, parsed, and every other element as unreadable (it fails
-/// closed: a client may still show it to the model).
-fn split_readable(
-    tools: &[(Option<String>, Vec<u8>)],
-) -> (Vec<(String, Value)>, Vec<plumbline_drift::Unreadable>) {
-    let mut readable = Vec::new();
-    let mut unreadable = Vec::new();
-    for (position, (name, raw)) in tools.iter().enumerate() {
-        let reason = match (plumbline_taxonomy::json::parse_tool(raw), name) {
-            (Ok(value), Some(name)) => {
-                readable.push((name.clone(), value));
-                continue;
+    let pinned = plumbline_lock::pin_tools(tools);
+    let server = for_terminal(server, false);
+    for n in &pinned.not_pinned {
+        match n {
+            NotPinned::Unreadable(u) => eprintln!(
+                "warning: {server}: {} could not be read as a tool ({}); not pinned, and `check` fails on it",
+                for_terminal(&u.label(), false),
+                for_terminal(&u.reason, false)
+            ),
+            NotPinned::Repeated { name, times } => eprintln!(
+                "warning: {server}: {} is listed {times} times; not pinned, and `check` fails on it until it is listed once",
+                for_terminal(name, false),
+            ),
+            NotPinned::NoCanonicalForm { error, .. } => {
+                eprintln!("warning: {server}: {}; not pinned", for_terminal(error, false))
             }
-            (Ok(_), None) => "no string \"name\"".to_owned(),
-            (Err(e), _) => e.kind.to_string(),
-        };
-        unreadable.push(plumbline_drift::Unreadable {
-            name: name.clone(),
-            position,
-            reason,
-        });
+        }
     }
-    (readable, unreadable)
-}
-
-/// The drift from pinned to current tools (not stored observations: the
-/// history is not involved).
-fn drift_of(classifier: &Classifier, old: &[(String, Value)], new: &[(String, Value)]) -> Drift {
-    fn view(tools: &[(String, Value)]) -> Vec<plumbline_drift::Tool<'_>> {
-        tools
-            .iter()
-            .map(|(name, definition)| plumbline_drift::Tool { name, definition })
-            .collect()
-    }
-    plumbline_drift::drift(classifier, &view(old), &view(new))
+    let skipped = pinned.skipped();
+    (pinned.tools, skipped)
 }
 
 // ---------------------------------------------------------------------------

@@ -91,60 +91,13 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 args.lock.display()
             );
         };
-        let mut names: Vec<String> = if only_tools.is_empty() {
-            locked
-                .tools
-                .iter()
-                .chain(&fresh)
-                .map(|t| t.name.clone())
-                .collect()
-        } else {
-            only_tools.clone()
-        };
-        names.sort();
-        names.dedup();
-        let mut updated = locked.tools.clone();
+        let mut updated = locked.clone();
         let mut refused = false;
         let mut changed = 0;
-        // The drift from the lock to what is published, by the drift policy
-        // every other command uses (added tools, renames).
-        let parsed = |tools: &[LockedTool]| -> Result<Vec<(String, Value)>> {
-            tools
-                .iter()
-                .map(|t| Ok((t.name.clone(), t.value()?)))
-                .collect()
-        };
-        let drift = drift_of(&classifier, &parsed(&locked.tools)?, &parsed(&fresh)?);
-        for name in &names {
-            let before: Vec<&LockedTool> =
-                locked.tools.iter().filter(|t| &t.name == name).collect();
-            let after: Vec<&LockedTool> = fresh.iter().filter(|t| &t.name == name).collect();
-            if before.is_empty() && after.is_empty() {
-                bail!("{}: no tool named {name:?} pinned or published", c.server);
-            }
-            let severity = drift
-                .tools
-                .iter()
-                .filter(|t| {
-                    &t.name == name
-                        || matches!(&t.change, plumbline_drift::Change::Renamed { from } if from == name)
-                })
-                .map(|t| t.severity)
-                .max()
-                .unwrap_or(Severity::None);
-            let what = match (before.is_empty(), after.is_empty()) {
-                (_, true) => "removed from the lock",
-                (true, false) => "pinned (new)",
-                (false, false)
-                    if before
-                        .iter()
-                        .map(|t| &t.sha256)
-                        .eq(after.iter().map(|t| &t.sha256)) =>
-                {
-                    "unchanged"
-                }
-                (false, false) => "re-pinned",
-            };
+        let plan = plumbline_lock::plan_update(&classifier, &locked, &fresh, &only_tools)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", c.server))?;
+        for step in plan {
+            let (name, severity, what) = (&step.name, step.severity, step.what.as_str());
             if args.max_severity.is_some_and(|max| severity > max) && !args.force {
                 say.say(
                     &mut out,
@@ -158,11 +111,10 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 refused = true;
                 continue;
             }
-            if what != "unchanged" {
+            if step.what != plumbline_lock::UpdateKind::Unchanged {
                 changed += 1;
             }
-            updated.retain(|t| &t.name != name);
-            updated.extend(after.into_iter().cloned());
+            updated.take(name, &fresh);
             say.say(
                 &mut out,
                 format!(
@@ -209,13 +161,8 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 serde_json::json!({"server": c.server, "outcome": "identity updated", "identity": identity}),
             )?;
         }
-        lock.servers.insert(
-            c.server.clone(),
-            LockedServer {
-                identity,
-                tools: updated,
-            },
-        );
+        updated.identity = identity;
+        lock.servers.insert(c.server.clone(), updated);
     }
     lock.set_taxonomy(taxonomy);
     // Written only when its bytes would change: an update that changes

@@ -3,7 +3,7 @@
 //! A tool version is identified by the SHA-256 of its canonical form, so two
 //! servers (or two releases of one server) that send the same tool with
 //! different white space, key order or escapes share one version. The input
-//! is read with [`plumbline_base::json::parse_tool`], the reader the
+//! is read with [`crate::json::parse_tool`], the reader the
 //! classifier uses, so "the same tool" means the same thing in the store and
 //! in a grade: the last duplicate key wins, numbers are doubles, lone
 //! surrogates are U+FFFD and nesting is bounded (taxonomy-v1 C1–C3).
@@ -21,12 +21,12 @@
 //!   (section 3.2.2.3), with `-0` written `0`.
 //!
 //! Serialisation recurses at most as deep as the reader allowed
-//! ([`plumbline_base::json::MAX_DEPTH`]), so it cannot overflow the stack
+//! ([`crate::json::MAX_DEPTH`]), so it cannot overflow the stack
 //! on anything `parse_tool` accepted.
 
 use std::cmp::Ordering;
 
-use plumbline_base::json::{parse_tool, ParseError, Value};
+use crate::json::{parse_tool, ParseError, Value};
 
 /// Why a tool has no canonical form.
 #[derive(Debug, thiserror::Error)]
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn nesting_beyond_the_reader_limit_is_an_error_and_at_the_limit_is_not() {
         // MAX_DEPTH + 1 levels: MAX_DEPTH wrappers around an empty object.
-        let wrappers = plumbline_base::json::MAX_DEPTH;
+        let wrappers = crate::json::MAX_DEPTH;
         let input = format!("{}{{}}{}", "{\"a\":".repeat(wrappers), "}".repeat(wrappers));
         assert!(canonicalize(input.as_bytes()).is_err());
         let input = &input[5..input.len() - 1];

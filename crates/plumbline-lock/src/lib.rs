@@ -5,15 +5,26 @@
 //! canonical form on one line and its SHA-256. A changed tool shows as a
 //! change to its own block alone; the same tools always give the same
 //! bytes, whatever order or formatting the server used.
+//!
+//! No database here: the lock is a file, read and written by `pin`, `check`
+//! and the guard alike. [`plan`] holds what they decide with it: which
+//! elements of a listing can be pinned, the drift from the lock to a
+//! listing, and the plan of a `pin --update`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
+use plumbline_base::canonical::{canonicalize, canonicalize_value};
+use plumbline_base::digest::digest;
 use plumbline_taxonomy::json::{parse_tool, Value};
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::Taxonomy;
 use serde::{Deserialize, Serialize};
+
+pub mod plan;
+
+pub use plan::{pin_tools, plan_update, split_readable, NotPinned, Pinned, Update, UpdateKind};
 
 pub const LOCK_VERSION: u32 = 1;
 
@@ -54,7 +65,6 @@ pub struct LockedTool {
 
 impl LockedTool {
     /// Pins one tool from the bytes a server sent.
-    #[cfg(test)]
     pub fn from_raw(name: &str, raw: &[u8]) -> Result<LockedTool> {
         let value = parse_tool(raw).map_err(|e| anyhow::anyhow!("tool {name:?}: {e}"))?;
         LockedTool::from_value(name, &value)
@@ -62,9 +72,8 @@ impl LockedTool {
 
     /// Pins one tool already parsed.
     pub fn from_value(name: &str, value: &Value) -> Result<LockedTool> {
-        let canonical =
-            plumbline_store::canonicalize_value(value).with_context(|| format!("tool {name:?}"))?;
-        let sha256 = plumbline_store::digest(&canonical).to_hex();
+        let canonical = canonicalize_value(value).with_context(|| format!("tool {name:?}"))?;
+        let sha256 = digest(&canonical).to_hex();
         let definition = String::from_utf8(canonical).context("canonical JSON is UTF-8")?;
         Ok(LockedTool {
             name: name.to_owned(),
@@ -80,6 +89,24 @@ impl LockedTool {
     }
 }
 
+impl LockedServer {
+    /// The pinned tools, parsed, in the lock's order.
+    pub fn parsed(&self) -> Result<Vec<(String, Value)>> {
+        self.tools
+            .iter()
+            .map(|t| Ok((t.name.clone(), t.value()?)))
+            .collect()
+    }
+}
+
+/// How a server is reached (transport, command or URL; never a secret) in
+/// the canonical form the lock keeps, so that equal identities are equal
+/// strings.
+pub fn canonical_identity(identity: &serde_json::Value) -> Result<String> {
+    let canonical = canonicalize(identity.to_string().as_bytes())?;
+    Ok(String::from_utf8(canonical)?)
+}
+
 /// The `sha256:` digest of the imperative list `taxonomy` grades with.
 pub fn imperatives_digest(taxonomy: Taxonomy) -> String {
     phrases_digest(match taxonomy {
@@ -90,10 +117,7 @@ pub fn imperatives_digest(taxonomy: Taxonomy) -> String {
 
 /// The `sha256:` digest of a phrase list's text.
 pub fn phrases_digest(text: &str) -> String {
-    format!(
-        "sha256:{}",
-        plumbline_store::digest(text.as_bytes()).to_hex()
-    )
+    format!("sha256:{}", digest(text.as_bytes()).to_hex())
 }
 
 impl LockFile {
@@ -118,48 +142,6 @@ impl LockFile {
         self.imperatives = imperatives_digest(taxonomy);
     }
 
-    /// The store's baselines as a lock: every server with one (or those in
-    /// `only`), each tool at its accepted canonical version.
-    pub fn from_store(
-        store: &impl plumbline_store::Store,
-        only: &[String],
-        taxonomy: Taxonomy,
-    ) -> Result<LockFile> {
-        let mut lock = LockFile::new(taxonomy);
-        for server in store.servers()? {
-            if !only.is_empty() && !only.contains(&server.name) {
-                continue;
-            }
-            let Some(baseline) = store.baseline(&server.name)? else {
-                continue;
-            };
-            let mut tools = Vec::new();
-            for (name, tool) in baseline.tools {
-                let canonical = store
-                    .tool_version(&tool.canonical_digest)?
-                    .with_context(|| {
-                        format!(
-                            "{}: the baseline's version of {name:?} is missing from the store",
-                            server.name
-                        )
-                    })?;
-                tools.push(LockedTool {
-                    name,
-                    sha256: tool.canonical_digest.to_hex(),
-                    definition: String::from_utf8(canonical).context("canonical JSON is UTF-8")?,
-                });
-            }
-            lock.servers.insert(
-                server.name,
-                LockedServer {
-                    identity: server.identity,
-                    tools,
-                },
-            );
-        }
-        Ok(lock)
-    }
-
     pub fn load(path: &Path) -> Result<LockFile> {
         if !path.exists() {
             bail!(
@@ -167,7 +149,7 @@ impl LockFile {
                 path.display()
             );
         }
-        let text = plumbline_config::read_file(path, MAX_LOCK_BYTES)?;
+        let text = plumbline_base::file::read_file(path, MAX_LOCK_BYTES)?;
         // A reviewed file must show what it holds: a hidden, bidi or tag
         // character is accepted only as a `\u` escape (as `pin` writes it).
         for (i, line) in text.lines().enumerate() {
@@ -244,10 +226,9 @@ impl LockFile {
                         for_terminal(&format!("{:?}", named.unwrap_or_default()), false)
                     );
                 }
-                let canonical = plumbline_store::canonicalize(t.definition.as_bytes())
+                let canonical = canonicalize(t.definition.as_bytes())
                     .map_err(|e| anyhow::anyhow!("{}: {e}", at(t)))?;
-                let digest = plumbline_store::digest(&canonical).to_hex();
-                if digest != t.sha256 {
+                if digest(&canonical).to_hex() != t.sha256 {
                     bail!(
                         "{}: sha256 does not match the definition (edited by hand?)",
                         at(t)
