@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 /// call dropped mid-line (a watcher's wait that timed out) leaves the part
 /// read so far in `buf`, and the next call completes the line. The caller
 /// clears `buf` after handling a complete line.
-pub(crate) async fn read_line<R: AsyncBufRead + Unpin>(
+pub async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
     max: usize,

@@ -9,7 +9,9 @@
 //!
 //! Entry points: [`list_tools`] with a [`ServerSpec`] and [`Limits`] for
 //! one listing; [`Session`] to keep a connection open and hear
-//! `notifications/tools/list_changed` between listings.
+//! `notifications/tools/list_changed` between listings. [`wire`] is the
+//! layer under both, public for a relay that passes on messages it does
+//! not interpret (the runtime guard).
 
 mod environment;
 mod error;
@@ -33,6 +35,16 @@ pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
 pub use session::Session;
 pub use stdio::StdioSpec;
+
+/// The transport layer without the protocol: bounded lines, bounded SSE
+/// events, and a stdio server's process (its environment rules, its
+/// process group, its shutdown). For code that relays MCP messages rather
+/// than speaking MCP itself.
+pub mod wire {
+    pub use crate::framing::read_line;
+    pub use crate::sse::{Event as SseEvent, Parser as SseParser};
+    pub use crate::stdio::{command, ProcessGroup};
+}
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,14 +14,14 @@ use std::time::Duration;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Event {
+pub struct Event {
     pub event: String,
     pub data: Vec<u8>,
 }
 
 /// Feeds bytes in, takes whole events out. An event larger than `max`
 /// bytes is an error, so a hostile stream cannot grow memory unbounded.
-pub(crate) struct Parser {
+pub struct Parser {
     pending: Vec<u8>,
     event: String,
     data: Vec<u8>,

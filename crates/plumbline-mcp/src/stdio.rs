@@ -45,18 +45,72 @@ pub(crate) async fn list_tools(spec: &StdioSpec, limits: &Limits) -> Result<List
     })
 }
 
-/// Kills the child's process group if the listing is abandoned (an error
-/// path, a timeout, or the caller's future dropped on Ctrl-C), so nothing
+/// The command that starts `spec`'s server: its environment by the rules of
+/// [`crate::child_environment_from_ours`], its working directory, all three
+/// pipes, and a process group of its own (a launcher such as npx, uvx or a
+/// shell and everything it starts can be signalled together, and a
+/// terminal's Ctrl-C reaches us, not them, so we reap in order). Killed if
+/// dropped.
+pub fn command(spec: &StdioSpec) -> Command {
+    let mut cmd = Command::new(&spec.command);
+    crate::environment::apply(
+        &mut cmd,
+        &crate::environment::child_environment_from_ours(&spec.inherit_env, &spec.env),
+    );
+    cmd.args(&spec.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    if let Some(dir) = &spec.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd
+}
+
+/// A child's process group, killed (SIGKILL) when this is dropped: on an
+/// error path, a timeout, or a caller's future dropped on Ctrl-C, nothing
 /// the server started outlives us.
-struct GroupGuard {
+#[derive(Debug)]
+pub struct ProcessGroup {
     pgid: Option<Pid>,
 }
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            let _ = killpg(pgid, Signal::SIGKILL);
+impl ProcessGroup {
+    /// The group `child` leads (it was started by [`command`]).
+    pub fn of(child: &Child) -> ProcessGroup {
+        ProcessGroup {
+            pgid: child.id().map(|id| Pid::from_raw(id as i32)),
         }
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, signal);
+        }
+    }
+
+    /// Stops a server the way MCP's stdio transport says: its stdin is
+    /// already closed; wait `grace`, then SIGTERM to the group, wait
+    /// `grace` again, then SIGKILL; always reaps the leader, and then kills
+    /// whatever it left in its group.
+    pub async fn shut_down(mut self, child: &mut Child, grace: std::time::Duration) {
+        if timeout(grace, child.wait()).await.is_err() {
+            self.signal(Signal::SIGTERM);
+            if timeout(grace, child.wait()).await.is_err() {
+                self.signal(Signal::SIGKILL);
+                let _ = child.wait().await;
+            }
+        }
+        self.signal(Signal::SIGKILL);
+        self.pgid = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
     }
 }
 
@@ -73,7 +127,7 @@ pub(crate) struct StdioTransport {
     stdout: BufReader<ChildStdout>,
     stderr: Arc<Mutex<Tail>>,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
-    guard: GroupGuard,
+    guard: Option<ProcessGroup>,
     next_id: u64,
     announced: Announced,
     era: Era,
@@ -96,29 +150,13 @@ const MAX_SKIPPED_BYTES: usize = 64 << 10;
 
 impl StdioTransport {
     pub(crate) fn spawn(spec: &StdioSpec, limits: &Limits) -> Result<Self, ListError> {
-        let mut cmd = Command::new(&spec.command);
-        crate::environment::apply(
-            &mut cmd,
-            &crate::environment::child_environment_from_ours(&spec.inherit_env, &spec.env),
-        );
-        cmd.args(&spec.args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            // Its own process group: a launcher (npx, uvx, a shell) and
-            // everything it starts can be signalled together, and a
-            // terminal's Ctrl-C reaches us, not them, so we reap in order.
-            .process_group(0);
-        if let Some(dir) = &spec.cwd {
-            cmd.current_dir(dir);
-        }
-        let mut child = cmd.spawn().map_err(|source| ListErrorKind::Spawn {
-            command: spec.command.clone(),
-            source,
-        })?;
-        let pgid = child.id().map(|id| Pid::from_raw(id as i32));
-        let guard = GroupGuard { pgid };
+        let mut child = command(spec)
+            .spawn()
+            .map_err(|source| ListErrorKind::Spawn {
+                command: spec.command.clone(),
+                source,
+            })?;
+        let guard = Some(ProcessGroup::of(&child));
         let (Some(stdin), Some(stdout), Some(mut err)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -197,21 +235,8 @@ impl StdioTransport {
     /// always reaps. Returns the end of the server's stderr.
     pub(crate) async fn shutdown(mut self) -> Option<String> {
         drop(self.stdin.take());
-        let pgid = self.guard.pgid;
-        if timeout(self.grace, self.child.wait()).await.is_err() {
-            if let Some(pgid) = pgid {
-                let _ = killpg(pgid, Signal::SIGTERM);
-            }
-            if timeout(self.grace, self.child.wait()).await.is_err() {
-                if let Some(pgid) = pgid {
-                    let _ = killpg(pgid, Signal::SIGKILL);
-                }
-                let _ = self.child.wait().await;
-            }
-        }
-        // The leader is gone; anything it left in its group goes too.
-        if let Some(pgid) = self.guard.pgid.take() {
-            let _ = killpg(pgid, Signal::SIGKILL);
+        if let Some(group) = self.guard.take() {
+            group.shut_down(&mut self.child, self.grace).await;
         }
         if let Some(task) = self.stderr_task.take() {
             let _ = timeout(std::time::Duration::from_millis(500), task).await;
