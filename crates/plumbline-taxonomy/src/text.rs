@@ -246,7 +246,11 @@ pub fn levenshtein(a: &[u32], b: &[u32], alphabet: usize) -> usize {
     let mut score = n as i64;
     for b in 0..blocks {
         let rows = (m - b * 64).min(64);
-        let keep = if rows == 64 { u64::MAX } else { (1u64 << rows) - 1 };
+        let keep = if rows == 64 {
+            u64::MAX
+        } else {
+            (1u64 << rows) - 1
+        };
         score += i64::from((pv[b] & keep).count_ones()) - i64::from((mv[b] & keep).count_ones());
     }
     score as usize
