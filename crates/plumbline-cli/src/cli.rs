@@ -56,6 +56,23 @@ pub enum Command {
     /// 2 when a server could not be evaluated, a configured server is not
     /// pinned (unless --allow-unpinned), or the lock file is bad.
     Check(CheckArgs),
+    /// Stand between an MCP client and a stdio server: relay every message,
+    /// and keep from the model each tool whose change since the accepted
+    /// baseline reaches --block-on.
+    ///
+    /// The client starts `plumbline guard [OPTIONS] -- COMMAND [ARGS…]` in
+    /// place of the server (or `plumbline guard --server NAME` for a server
+    /// in plumbline.toml). `tools/list` is answered in one page of the
+    /// allowed tools, after the guard has read every upstream page and
+    /// judged them; `tools/call` to a withheld or unknown tool never
+    /// reaches the server (JSON-RPC error -32001 naming the grade, the
+    /// rules and how to review it). A server's `list_changed` is re-judged
+    /// before it is passed on; a review (`pin --update`, an accept on the
+    /// dashboard) reaches the client as a `list_changed` of the guard's
+    /// own. With COMMAND, the server gets the environment the client gave
+    /// the guard. Exit status: 0 when the client closed the session; 2 when
+    /// the server could not be started or went away.
+    Guard(GuardArgs),
     /// Watch the configured servers continuously and send alerts.
     ///
     /// Each server is observed every `[watch] interval_secs` (default 300,
@@ -307,6 +324,66 @@ pub struct CheckArgs {
     /// FORMAT=FILE, with FORMAT one of human, json, sarif, markdown.
     #[arg(long = "output", value_name = "FORMAT=FILE", value_parser = parse_output)]
     pub outputs: Vec<(CheckFormat, PathBuf)>,
+}
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// The server's name: its key in the lock file and in plumbline.toml
+    /// (default: COMMAND's file name).
+    #[arg(long, value_name = "NAME")]
+    pub server: Option<String>,
+    /// The lock file holding the accepted tools (default: plumbline.lock
+    /// when it exists, else the store's accepted baseline).
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArg,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub taxonomy: TaxonomyArg,
+    /// Withhold a tool whose change reaches this severity.
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity(), default_value = "high")]
+    pub block_on: Severity,
+    /// A tool not in the baseline: offered (allow), withheld when its own
+    /// grade reaches --block-on (review), or withheld until accepted
+    /// (block).
+    #[arg(long, value_enum, default_value_t = NewToolsArg::Review)]
+    pub new_tools: NewToolsArg,
+    /// enforce: withhold; warn: withhold nothing, only say on stderr what
+    /// would be withheld.
+    #[arg(long, value_enum, default_value_t = GuardMode::Enforce)]
+    pub mode: GuardMode,
+    /// When the baseline cannot be read or the listing cannot be judged:
+    /// withhold every tool (block) or let every one pass (pass).
+    #[arg(long, value_enum, default_value_t = OnErrorArg::Block)]
+    pub on_error: OnErrorArg,
+    /// A call decided on a listing older than this many seconds lists the
+    /// server's tools again first.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    pub max_age: f64,
+    /// The server to start, and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum NewToolsArg {
+    Allow,
+    Review,
+    Block,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GuardMode {
+    Enforce,
+    Warn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnErrorArg {
+    Block,
+    Pass,
 }
 
 /// `FORMAT=FILE` for `check --output`.

@@ -9,6 +9,7 @@ mod discover;
 mod evaluate;
 mod exit;
 mod gate;
+mod guard;
 mod render;
 mod report;
 mod serve;
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
         Command::Man(args) => man(&args),
         Command::Pin(args) => gate::pin(&args),
         Command::Check(args) => gate::check(&args),
+        Command::Guard(args) => guard::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Discover(args) => commands::discover(&args),

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{http, plumbline, test_server, text, Dashboard};
+use common::{http, plumbline, processes_with, test_server, text, Dashboard};
 use serde_json::Value;
 
 /// A registry with the demo server at `phase` and, optionally, a server
@@ -396,31 +396,6 @@ fn by_name_first_tool(d: &Path) -> String {
         .and_then(|t| t["name"].as_str())
         .expect("a tool name")
         .to_owned()
-}
-
-/// Pids of live processes whose environment holds `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .and_then(|r| r.split_whitespace().next())
-                    == Some("Z")
-            })
-            .unwrap_or(true);
-        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
-            pids.push(pid);
-        }
-    }
-    pids
 }
 
 #[test]

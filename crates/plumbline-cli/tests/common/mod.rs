@@ -198,3 +198,28 @@ impl Drop for Dashboard {
         let _ = self.terminate();
     }
 }
+
+/// Pids of live processes whose environment holds `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next())
+                    == Some("Z")
+            })
+            .unwrap_or(true);
+        if !zombie && environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}

@@ -1,0 +1,154 @@
+//! The runtime guard: a relay between an MCP client and one server that
+//! keeps a changed tool away from the model.
+//!
+//! The guard starts the server (stdio) and passes every message on
+//! unchanged, except three:
+//!
+//! - **`tools/list`**: it fetches every page upstream itself (bounded:
+//!   pages, tools, bytes, time), judges the whole set against the accepted
+//!   baseline ([`judge`]) and answers with one page of the tools the policy
+//!   allows. A cursor it did not issue is an error.
+//! - **`tools/call`** is the authoritative check: a call to a name outside
+//!   the allowed set never reaches the server; the client gets a JSON-RPC
+//!   error naming the tool, its grade, the rules and how to review it. A
+//!   listing older than [`Policy::max_age`] is fetched again first.
+//! - **`notifications/tools/list_changed`** marks the set stale: the guard
+//!   re-lists and re-judges, then forwards it; calls wait for the verdict.
+//!   When the baseline changes on our side (`pin --update`, an accept on
+//!   the dashboard), the guard tells the client with a `list_changed` of
+//!   its own, once, and only when the allowed set changed.
+//!
+//! What the guard cannot judge (the baseline unreadable, a listing that
+//! broke its bounds) follows [`OnError`]; by default it blocks.
+
+pub mod judge;
+pub mod stdio;
+
+use std::time::Duration;
+
+use plumbline_lock::LockedServer;
+use plumbline_taxonomy::Severity;
+
+/// What a tool not in the baseline gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NewTools {
+    /// Offered whatever it says.
+    Allow,
+    /// Withheld when its own grade reaches the threshold.
+    #[default]
+    Review,
+    /// Withheld until it is accepted.
+    Block,
+}
+
+/// Whether the guard withholds, or only says what it would withhold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Enforce,
+    Warn,
+}
+
+/// What happens when the guard cannot judge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Nothing is offered and every call is refused.
+    #[default]
+    Block,
+    /// Everything passes, and stderr says so.
+    Pass,
+}
+
+/// The guard's policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// A change graded at or above this withholds the tool.
+    pub block_on: Severity,
+    pub new_tools: NewTools,
+    pub mode: Mode,
+    pub on_error: OnError,
+    /// A call decided on a listing older than this lists again first.
+    pub max_age: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            block_on: Severity::High,
+            new_tools: NewTools::Review,
+            mode: Mode::Enforce,
+            on_error: OnError::Block,
+            max_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where the accepted tools come from: the lock file, or the history's
+/// accepted baseline. Loaded again and again (every poll), so a review
+/// takes effect while the guard runs.
+pub trait Baseline: Send {
+    /// The server's accepted tools; `None` when it has none (every tool is
+    /// then new).
+    fn load(&mut self) -> anyhow::Result<Option<LockedServer>>;
+
+    /// How a person accepts `tool`'s current definition: a command, or a
+    /// dashboard URL.
+    fn how_to_review(&self, tool: &str) -> String;
+}
+
+/// The baseline in a lock file: one server's pins.
+pub struct LockBaseline {
+    pub path: std::path::PathBuf,
+    pub server: String,
+    /// The file's modification time and length when last read, and what it
+    /// held: a file that did not change is not parsed again.
+    seen: Option<(std::time::SystemTime, u64, Option<LockedServer>)>,
+}
+
+impl LockBaseline {
+    pub fn new(path: std::path::PathBuf, server: String) -> LockBaseline {
+        LockBaseline {
+            path,
+            server,
+            seen: None,
+        }
+    }
+}
+
+impl Baseline for LockBaseline {
+    fn load(&mut self) -> anyhow::Result<Option<LockedServer>> {
+        let meta = std::fs::metadata(&self.path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.path.display()))?;
+        let stamp = (meta.modified()?, meta.len());
+        if let Some((at, len, held)) = &self.seen {
+            if (*at, *len) == stamp {
+                return Ok(held.clone());
+            }
+        }
+        let lock = plumbline_lock::LockFile::load(&self.path)?;
+        let held = lock.servers.get(&self.server).cloned();
+        self.seen = Some((stamp.0, stamp.1, held.clone()));
+        Ok(held)
+    }
+
+    fn how_to_review(&self, tool: &str) -> String {
+        format!(
+            "review it, then run `plumbline pin --update {} {tool} --lock {}`",
+            self.server,
+            self.path.display()
+        )
+    }
+}
+
+/// Counters the guard keeps and reports when it ends.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counters {
+    /// Complete upstream listings judged.
+    pub listings: u64,
+    /// Tools withheld, summed over listings.
+    pub withheld: u64,
+    /// Calls refused.
+    pub refused_calls: u64,
+    /// `list_changed` the guard sent of its own.
+    pub own_list_changed: u64,
+}

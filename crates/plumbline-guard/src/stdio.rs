@@ -1,0 +1,736 @@
+//! The guard over stdio: the client starts `plumbline guard -- COMMAND`,
+//! the guard starts COMMAND and relays newline-delimited JSON-RPC both
+//! ways, one message per line, the bytes of every message it does not
+//! interpret unchanged.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use plumbline_lock::plan::RawTool;
+use plumbline_lock::LockedServer;
+use plumbline_mcp::wire::{command, read_line, ProcessGroup};
+use plumbline_mcp::{Limits, StdioSpec};
+use plumbline_taxonomy::sanitize::for_terminal;
+use plumbline_taxonomy::Classifier;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::judge::{judge, ungraded, Judged, Withheld};
+use crate::{Baseline, Counters, Mode, OnError, Policy};
+
+/// The JSON-RPC error code of a refused call or a listing the guard could
+/// not judge.
+pub const REFUSED: i64 = -32001;
+
+/// One guarded stdio server.
+pub struct Options {
+    /// The server's name (in the lock, in messages).
+    pub server: String,
+    pub spec: StdioSpec,
+    pub policy: Policy,
+    pub classifier: Classifier,
+    pub limits: Limits,
+    /// How often the baseline is read again.
+    pub poll: Duration,
+}
+
+enum Event {
+    Client(Vec<u8>),
+    /// The client's side ended (`None`: cleanly), or broke.
+    ClientEnd(Option<String>),
+    Server(Vec<u8>),
+    ServerEnd(Option<String>),
+}
+
+/// Reads bounded lines from `input` into `tx` until it ends.
+fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
+    input: R,
+    max: usize,
+    tx: mpsc::Sender<Event>,
+    line: fn(Vec<u8>) -> Event,
+    end: fn(Option<String>) -> Event,
+) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(64 << 10, input);
+        let mut buf = Vec::new();
+        loop {
+            let ended = match read_line(&mut reader, &mut buf, max).await {
+                Ok(Ok(true)) => {
+                    let l = std::mem::take(&mut buf);
+                    if l.iter().all(u8::is_ascii_whitespace) {
+                        continue;
+                    }
+                    if tx.send(line(l)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(Ok(false)) => None,
+                Ok(Err(limit)) => Some(format!("a message longer than {limit} bytes")),
+                Err(e) => Some(e.to_string()),
+            };
+            let _ = tx.send(end(ended)).await;
+            return;
+        }
+    });
+}
+
+/// Runs the guard until the client goes away (then the server is stopped)
+/// or the server does (an error naming how).
+pub async fn run<I, O>(
+    opts: Options,
+    baseline: Box<dyn Baseline>,
+    client_in: I,
+    client_out: O,
+) -> anyhow::Result<Counters>
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin,
+{
+    let mut child = command(&opts.spec)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("starting {:?}: {e}", opts.spec.command))?;
+    let group = ProcessGroup::of(&child);
+    let (Some(upstream), Some(stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        anyhow::bail!("the server's pipes are missing");
+    };
+    // The server's log lines are the client's to see, as they would be
+    // without the guard.
+    tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut stderr, &mut tokio::io::stderr()).await;
+    });
+    let (tx, mut rx) = mpsc::channel(64);
+    let max = opts.limits.max_message_bytes;
+    spawn_reader(client_in, max, tx.clone(), Event::Client, Event::ClientEnd);
+    spawn_reader(stdout, max, tx, Event::Server, Event::ServerEnd);
+    let mut relay = Relay {
+        id_prefix: format!("plumbline-guard/{:016x}/", rand_id()),
+        out: client_out,
+        upstream: Some(upstream),
+        baseline,
+        loaded: None,
+        opts,
+        next: 0,
+        ready: false,
+        init_ids: Vec::new(),
+        meta: None,
+        listen_id: None,
+        walk: None,
+        listing: None,
+        judged: None,
+        stale: true,
+        client_listed: false,
+        waiting_lists: Vec::new(),
+        waiting_calls: Vec::new(),
+        held: Vec::new(),
+        counters: Counters::default(),
+    };
+    let mut poll = tokio::time::interval(relay.opts.poll);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let outcome = loop {
+        let deadline = relay.walk.as_ref().map(|w| w.deadline);
+        tokio::select! {
+            event = rx.recv() => match event {
+                Some(Event::Client(line)) => relay.on_client(line).await?,
+                Some(Event::Server(line)) => relay.on_server(line).await?,
+                Some(Event::ClientEnd(None)) | None => break Ok(()),
+                Some(Event::ClientEnd(Some(e))) => break Err(anyhow::anyhow!("reading the client: {e}")),
+                Some(Event::ServerEnd(e)) => {
+                    let status = match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+                        Ok(Ok(s)) => s.to_string(),
+                        _ => "still running".to_owned(),
+                    };
+                    let why = match e {
+                        Some(e) => format!("the server broke the stream ({e}; {status})"),
+                        None => format!("the server closed its output ({status})"),
+                    };
+                    relay.server_gone(&why).await?;
+                    break Err(anyhow::anyhow!(why));
+                }
+            },
+            () = sleep_until(deadline), if deadline.is_some() => {
+                let after = relay.opts.limits.list_timeout;
+                relay.walk_failed(format!("listing the server's tools took more than {after:?}")).await?;
+            }
+            _ = poll.tick() => relay.poll_baseline().await?,
+        }
+    };
+    // Closing the server's stdin is how stdio says "stop"; then the group
+    // is signalled and reaped.
+    drop(relay.upstream.take());
+    group
+        .shut_down(&mut child, relay.opts.limits.shutdown_grace)
+        .await;
+    outcome.map(|()| relay.counters)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn rand_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// An upstream `tools/list` walk in progress.
+struct Walk {
+    id: String,
+    pages: usize,
+    cursors: HashSet<String>,
+    tools: Vec<RawTool>,
+    deadline: Instant,
+}
+
+struct Relay<O> {
+    out: O,
+    upstream: Option<tokio::process::ChildStdin>,
+    opts: Options,
+    baseline: Box<dyn Baseline>,
+    /// The baseline as last loaded (or why it could not be).
+    loaded: Option<Result<Option<LockedServer>, String>>,
+    id_prefix: String,
+    next: u64,
+    /// The client finished its handshake (or speaks the stateless era):
+    /// the guard may send requests of its own.
+    ready: bool,
+    /// Ids of the client's `initialize` / `server/discover` requests.
+    init_ids: Vec<Value>,
+    /// The 2026-07-28 `_meta` the client sends with each request; the
+    /// guard's own requests carry the same.
+    meta: Option<Value>,
+    /// The client's `subscriptions/listen` for tool list changes (2026).
+    listen_id: Option<Value>,
+    walk: Option<Walk>,
+    /// The last complete listing and when it was fetched.
+    listing: Option<(Vec<RawTool>, Instant)>,
+    judged: Option<Judged>,
+    /// The server said its tools changed since `listing`.
+    stale: bool,
+    /// The client has been offered a listing: a change of verdict is
+    /// worth a `list_changed`.
+    client_listed: bool,
+    waiting_lists: Vec<(Value, bool)>,
+    waiting_calls: Vec<(Vec<u8>, Value, String)>,
+    /// The server's `list_changed`, held until the new listing is judged.
+    held: Vec<Vec<u8>>,
+    counters: Counters,
+}
+
+impl<O: AsyncWrite + Unpin> Relay<O> {
+    async fn send_down(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.out.write_all(bytes).await?;
+        self.out.write_all(b"\n").await?;
+        self.out.flush().await?;
+        Ok(())
+    }
+
+    async fn send_up(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        let Some(up) = self.upstream.as_mut() else {
+            return Ok(());
+        };
+        // A server that stopped reading is noticed when its output ends.
+        let _ = async {
+            up.write_all(bytes).await?;
+            up.write_all(b"\n").await?;
+            up.flush().await
+        }
+        .await;
+        Ok(())
+    }
+
+    async fn error_to_client(
+        &mut self,
+        id: &Value,
+        code: i64,
+        message: &str,
+        data: Option<Value>,
+    ) -> anyhow::Result<()> {
+        let mut error = json!({"code": code, "message": message});
+        if let Some(d) = data {
+            error["data"] = d;
+        }
+        let reply = json!({"jsonrpc": "2.0", "id": id, "error": error});
+        self.send_down(reply.to_string().as_bytes()).await
+    }
+
+    async fn on_client(&mut self, line: Vec<u8>) -> anyhow::Result<()> {
+        let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
+            // Not JSON: the server answers it as it would without us.
+            return self.send_up(&line).await;
+        };
+        if let Value::Array(items) = &msg {
+            // A batch could carry a call past the check: none is relayed.
+            for id in items.iter().filter_map(|m| m.get("id")) {
+                self.error_to_client(
+                    id,
+                    -32600,
+                    "plumbline guard does not relay JSON-RPC batches",
+                    None,
+                )
+                .await?;
+            }
+            return Ok(());
+        }
+        if let Some(meta) = msg.pointer("/params/_meta") {
+            if meta
+                .get("io.modelcontextprotocol/protocolVersion")
+                .is_some()
+            {
+                self.meta = Some(meta.clone());
+                self.ready = true;
+            }
+        }
+        let method = msg.get("method").and_then(Value::as_str);
+        let id = msg.get("id").cloned();
+        match (method, id) {
+            (Some("initialize" | "server/discover"), Some(id)) => {
+                self.init_ids.push(id);
+                self.send_up(&line).await
+            }
+            (Some("notifications/initialized"), None) => {
+                self.ready = true;
+                self.send_up(&line).await
+            }
+            (Some("subscriptions/listen"), Some(id)) => {
+                if msg.pointer("/params/notifications/toolsListChanged") == Some(&json!(true)) {
+                    self.listen_id = Some(id);
+                }
+                self.send_up(&line).await
+            }
+            (Some("tools/list"), Some(id)) => {
+                if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
+                    return self
+                        .error_to_client(
+                            &id,
+                            -32602,
+                            "invalid cursor: plumbline guard answers tools/list in one page and issued no cursor",
+                            None,
+                        )
+                        .await;
+                }
+                let modern = msg
+                    .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+                    .is_some();
+                self.ready = true;
+                self.waiting_lists.push((id, modern));
+                self.start_walk().await
+            }
+            (Some("tools/call"), Some(id)) => {
+                let Some(name) = msg.pointer("/params/name").and_then(Value::as_str) else {
+                    return self.send_up(&line).await;
+                };
+                let name = name.to_owned();
+                if self.fresh() {
+                    self.decide(line, id, name).await
+                } else {
+                    self.waiting_calls.push((line, id, name));
+                    self.start_walk().await
+                }
+            }
+            (Some("notifications/cancelled"), None) => {
+                let of = msg.pointer("/params/requestId").cloned();
+                let before = self.waiting_lists.len() + self.waiting_calls.len();
+                self.waiting_lists.retain(|(id, _)| Some(id) != of.as_ref());
+                self.waiting_calls
+                    .retain(|(_, id, _)| Some(id) != of.as_ref());
+                // A request the server never saw is not cancelled there.
+                if self.waiting_lists.len() + self.waiting_calls.len() == before {
+                    self.send_up(&line).await?;
+                }
+                Ok(())
+            }
+            _ => self.send_up(&line).await,
+        }
+    }
+
+    /// The judged set may decide a call: fetched since the last
+    /// `list_changed` and within `max_age`.
+    fn fresh(&self) -> bool {
+        self.judged.is_some()
+            && !self.stale
+            && self.walk.is_none()
+            && self
+                .listing
+                .as_ref()
+                .is_some_and(|(_, at)| at.elapsed() <= self.opts.policy.max_age)
+    }
+
+    async fn decide(&mut self, line: Vec<u8>, id: Value, name: String) -> anyhow::Result<()> {
+        let judged = self.judged.as_ref().expect("decided on a judged listing");
+        if judged.allowed.contains(&name) {
+            return self.send_up(&line).await;
+        }
+        self.counters.refused_calls += 1;
+        let withheld = judged.withheld.get(&name).cloned();
+        let review = self.baseline.how_to_review(&name);
+        let (message, data) = match &withheld {
+            Some(w) => (
+                format!(
+                    "plumbline guard withheld the tool {name:?} of {}: {}; {review}",
+                    self.opts.server,
+                    w.describe()
+                ),
+                json!({"tool": name, "severity": w.severity, "rules": w.rules, "why": w.why, "review": review}),
+            ),
+            None => (
+                format!(
+                    "plumbline guard: {} lists no tool {name:?}",
+                    self.opts.server
+                ),
+                json!({"tool": name, "why": {"kind": "not_listed"}}),
+            ),
+        };
+        eprintln!(
+            "plumbline guard: {}: refused a call to {}",
+            for_terminal(&self.opts.server, false),
+            for_terminal(&name, false)
+        );
+        self.error_to_client(&id, REFUSED, &message, Some(data))
+            .await
+    }
+
+    async fn start_walk(&mut self) -> anyhow::Result<()> {
+        if self.walk.is_some() {
+            return Ok(());
+        }
+        self.walk = Some(Walk {
+            id: String::new(),
+            pages: 0,
+            cursors: HashSet::new(),
+            tools: Vec::new(),
+            deadline: Instant::now() + self.opts.limits.list_timeout,
+        });
+        self.request_page(None).await
+    }
+
+    async fn request_page(&mut self, cursor: Option<String>) -> anyhow::Result<()> {
+        self.next += 1;
+        let id = format!("{}{}", self.id_prefix, self.next);
+        let mut params = json!({});
+        if let Some(c) = cursor {
+            params["cursor"] = Value::String(c);
+        }
+        if let Some(meta) = &self.meta {
+            params["_meta"] = meta.clone();
+        }
+        if let Some(w) = self.walk.as_mut() {
+            w.id = id.clone();
+            w.pages += 1;
+        }
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+        self.send_up(request.to_string().as_bytes()).await
+    }
+
+    async fn on_server(&mut self, line: Vec<u8>) -> anyhow::Result<()> {
+        let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
+            return self.send_down(&line).await;
+        };
+        let method = msg.get("method").and_then(Value::as_str);
+        let id = msg.get("id");
+        if method.is_none() {
+            if let (Some(Value::String(id)), Some(w)) = (id, self.walk.as_ref()) {
+                if *id == w.id {
+                    return self.page(&line, &msg).await;
+                }
+            }
+            if let Some(at) = id.and_then(|id| self.init_ids.iter().position(|i| i == id)) {
+                self.init_ids.remove(at);
+                let mut msg = msg;
+                // The guard sends its own list_changed when a verdict
+                // changes: say so where the server offers tools at all.
+                if let Some(tools) = msg
+                    .pointer_mut("/result/capabilities/tools")
+                    .and_then(Value::as_object_mut)
+                {
+                    tools.insert("listChanged".into(), Value::Bool(true));
+                    return self.send_down(msg.to_string().as_bytes()).await;
+                }
+            }
+            return self.send_down(&line).await;
+        }
+        if method == Some("notifications/tools/list_changed") {
+            self.stale = true;
+            if self.ready && (self.client_listed || self.walk.is_some()) {
+                self.held.push(line);
+                return self.start_walk().await;
+            }
+        }
+        self.send_down(&line).await
+    }
+
+    async fn page(&mut self, line: &[u8], msg: &Value) -> anyhow::Result<()> {
+        if let Some(e) = msg.get("error") {
+            return self
+                .walk_failed(format!("the server answered tools/list with an error: {e}"))
+                .await;
+        }
+        #[derive(serde::Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow)]
+            result: PageResult<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct PageResult<'a> {
+            #[serde(borrow)]
+            tools: Vec<&'a RawValue>,
+            #[serde(rename = "nextCursor")]
+            next_cursor: Option<String>,
+        }
+        let page: Page<'_> = match serde_json::from_slice(line) {
+            Ok(p) => p,
+            Err(e) => {
+                return self
+                    .walk_failed(format!("a tools/list page is not a list of tools: {e}"))
+                    .await
+            }
+        };
+        let limits = &self.opts.limits;
+        let w = self.walk.as_mut().expect("a page of a walk");
+        for t in page.result.tools {
+            let raw = t.get().as_bytes().to_vec();
+            w.tools
+                .push((plumbline_taxonomy::json::tool_name(&raw), raw));
+        }
+        if w.tools.len() > limits.max_tools {
+            let n = limits.max_tools;
+            return self
+                .walk_failed(format!("the server listed more than {n} tools"))
+                .await;
+        }
+        match page.result.next_cursor {
+            Some(c) if !c.is_empty() => {
+                if !w.cursors.insert(c.clone()) {
+                    return self
+                        .walk_failed(format!("the server repeated the cursor {c:?}"))
+                        .await;
+                }
+                if w.pages >= limits.max_pages {
+                    let n = limits.max_pages;
+                    return self
+                        .walk_failed(format!("the server's listing goes on past {n} pages"))
+                        .await;
+                }
+                self.request_page(Some(c)).await
+            }
+            _ => {
+                let w = self.walk.take().expect("walk");
+                self.listing = Some((w.tools, Instant::now()));
+                self.stale = false;
+                self.counters.listings += 1;
+                self.rejudge(true).await
+            }
+        }
+    }
+
+    /// A walk that could not finish: what was judged before stays for no
+    /// one; the error policy decides.
+    async fn walk_failed(&mut self, why: String) -> anyhow::Result<()> {
+        let tools = self.walk.take().map(|w| w.tools).unwrap_or_default();
+        let block = self.opts.policy.on_error == OnError::Block;
+        eprintln!(
+            "plumbline guard: {}: {}; {}",
+            for_terminal(&self.opts.server, false),
+            for_terminal(&why, false),
+            if block {
+                "every tool is withheld (--on-error block)"
+            } else {
+                "every tool passes unjudged (--on-error pass)"
+            }
+        );
+        self.judged = Some(ungraded(&tools, &why, block));
+        self.listing = Some((tools, Instant::now()));
+        self.stale = true;
+        self.settle(None, Some(why)).await
+    }
+
+    /// Judges the last listing against the baseline as it is now.
+    async fn rejudge(&mut self, listed: bool) -> anyhow::Result<()> {
+        let Some((tools, _)) = &self.listing else {
+            return Ok(());
+        };
+        let before = self.judged.as_ref().map(|j| j.allowed.clone());
+        let loaded = self.baseline.load().map_err(|e| format!("{e:#}"));
+        let judged = match &loaded {
+            Ok(base) => judge(
+                &self.opts.classifier,
+                base.as_ref(),
+                tools,
+                &self.opts.policy,
+            )
+            .map_err(|e| format!("{e:#}")),
+            Err(e) => Err(format!("reading the baseline: {e}")),
+        };
+        self.loaded = Some(loaded);
+        let (judged, error) = match judged {
+            Ok(j) => (j, None),
+            Err(e) => {
+                let block = self.opts.policy.on_error == OnError::Block;
+                eprintln!(
+                    "plumbline guard: {}: {}; {}",
+                    for_terminal(&self.opts.server, false),
+                    for_terminal(&e, false),
+                    if block {
+                        "every tool is withheld (--on-error block)"
+                    } else {
+                        "every tool passes unjudged (--on-error pass)"
+                    }
+                );
+                (ungraded(tools, &e, block), Some(e))
+            }
+        };
+        for w in judged.withheld.values() {
+            report(&self.opts.server, w, self.opts.policy.mode);
+        }
+        if listed {
+            self.counters.withheld += judged.withheld.len() as u64;
+        }
+        self.judged = Some(judged);
+        self.settle(before, error).await
+    }
+
+    /// After a verdict: answers the waiting lists and calls, forwards the
+    /// held `list_changed`, or sends the guard's own when the allowed set
+    /// changed under a client that was offered the old one.
+    async fn settle(
+        &mut self,
+        before: Option<BTreeSet<String>>,
+        error: Option<String>,
+    ) -> anyhow::Result<()> {
+        let judged = self.judged.clone().unwrap_or_default();
+        let blocked = error.is_some() && self.opts.policy.on_error == OnError::Block;
+        for (id, modern) in std::mem::take(&mut self.waiting_lists) {
+            if blocked {
+                let why = error.clone().unwrap_or_default();
+                self.error_to_client(
+                    &id,
+                    REFUSED,
+                    &format!(
+                        "plumbline guard could not judge the tools of {}: {why}",
+                        self.opts.server
+                    ),
+                    None,
+                )
+                .await?;
+                continue;
+            }
+            let mut result = String::from("{\"tools\":[");
+            for (i, t) in judged.offered.iter().enumerate() {
+                if i > 0 {
+                    result.push(',');
+                }
+                result.push_str(std::str::from_utf8(t).unwrap_or("null"));
+            }
+            result.push(']');
+            if modern {
+                // No client may cache past a verdict.
+                result.push_str(
+                    ",\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\"",
+                );
+            }
+            result.push('}');
+            let reply = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}");
+            self.send_down(reply.as_bytes()).await?;
+            self.client_listed = true;
+        }
+        for (line, id, name) in std::mem::take(&mut self.waiting_calls) {
+            if blocked {
+                self.counters.refused_calls += 1;
+                let why = error.clone().unwrap_or_default();
+                self.error_to_client(
+                    &id,
+                    REFUSED,
+                    &format!(
+                        "plumbline guard refused the call to {name:?}: the tools of {} could not be judged: {why}",
+                        self.opts.server
+                    ),
+                    None,
+                )
+                .await?;
+            } else {
+                self.decide(line, id, name).await?;
+            }
+        }
+        let held = std::mem::take(&mut self.held);
+        let forwarded = !held.is_empty();
+        for line in held {
+            self.send_down(&line).await?;
+        }
+        let changed = before.is_some_and(|b| b != judged.allowed);
+        if changed && !forwarded && self.client_listed {
+            self.own_list_changed().await?;
+        }
+        Ok(())
+    }
+
+    async fn own_list_changed(&mut self) -> anyhow::Result<()> {
+        let note = match (&self.meta, &self.listen_id) {
+            (None, _) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+            (Some(_), Some(id)) => {
+                json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}}})
+            }
+            // A 2026 client that does not listen gets nothing it did not
+            // ask for.
+            (Some(_), None) => return Ok(()),
+        };
+        self.counters.own_list_changed += 1;
+        self.send_down(note.to_string().as_bytes()).await
+    }
+
+    /// Reads the baseline again; a changed one re-judges the last listing.
+    async fn poll_baseline(&mut self) -> anyhow::Result<()> {
+        if self.listing.is_none() || self.walk.is_some() {
+            return Ok(());
+        }
+        let now = self.baseline.load().map_err(|e| format!("{e:#}"));
+        if self.loaded.as_ref() == Some(&now) {
+            return Ok(());
+        }
+        self.rejudge(false).await
+    }
+
+    /// The server went away: nothing waiting will be answered by it.
+    async fn server_gone(&mut self, why: &str) -> anyhow::Result<()> {
+        let ids: Vec<Value> = self
+            .waiting_lists
+            .drain(..)
+            .map(|(id, _)| id)
+            .chain(self.waiting_calls.drain(..).map(|(_, id, _)| id))
+            .collect();
+        for id in ids {
+            self.error_to_client(&id, REFUSED, &format!("plumbline guard: {why}"), None)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn report(server: &str, w: &Withheld, mode: Mode) {
+    eprintln!(
+        "plumbline guard: {}: {} {}: {}",
+        for_terminal(server, false),
+        if mode == Mode::Warn {
+            "would withhold"
+        } else {
+            "withheld"
+        },
+        for_terminal(&w.name, false),
+        for_terminal(&w.describe(), false)
+    );
+}
