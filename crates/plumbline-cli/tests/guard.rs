@@ -256,3 +256,253 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     }
     assert!(left.is_empty(), "the server outlived the session: {left:?}");
 }
+
+/// A directory with a valid lock (pinned from a well-behaved server named
+/// "other") and `server` configured as the test server with `args`, with
+/// short listing bounds.
+fn hostile_dir(server_args: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("phases.json"), json!([phase0()]).to_string()).unwrap();
+    let server = test_server().display().to_string();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[limits]\nlist_timeout_secs = 3\nmax_pages = 50\n\n\
+             [servers.other]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--phases\", \"phases.json\"]\ncwd = {:?}\n\n\
+             [servers.h]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = {}\n",
+            d.display().to_string(),
+            serde_json::to_string(server_args).unwrap()
+        ),
+    )
+    .unwrap();
+    let o = plumbline(d, &["pin", "other"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    dir
+}
+
+fn initialized(c: &mut Client) {
+    let init = c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "guard-test", "version": "0"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+}
+
+/// Servers that break the listing: the client gets the guard's error in
+/// bounded time (never a hang, never the tools unjudged), and a call is
+/// refused; `--on-error pass` lets the same listing through, as asked.
+#[test]
+fn a_listing_that_cannot_be_judged_is_refused_in_bounded_time() {
+    for (kind, says) in [
+        ("looping-cursor", "repeated the cursor"),
+        ("endless-pages", "past 50 pages"),
+        ("invalid-json", "not valid JSON"),
+        ("slow", "took more than"),
+    ] {
+        let dir = hostile_dir(&["--stdio", "--hostile", kind]);
+        let d = dir.path();
+        let marker = format!("guard-{kind}-{}", std::process::id());
+        let mut c = Client::start(d, &["--server", "h"], &marker);
+        initialized(&mut c);
+        let list = c.request(2, "tools/list", json!({}));
+        assert_eq!(list["error"]["code"], json!(-32001), "{kind}: {list}");
+        let message = list["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{kind}: {message}");
+        let call = c.request(3, "tools/call", json!({"name": "search", "arguments": {}}));
+        assert_eq!(call["error"]["code"], json!(-32001), "{kind}: {call}");
+        let status = c.close();
+        assert!(status.success(), "{kind}: {status:?}");
+    }
+    let dir = hostile_dir(&["--stdio", "--hostile", "looping-cursor"]);
+    let d = dir.path();
+    let mut c = Client::start(d, &["--server", "h", "--on-error", "pass"], "guard-pass");
+    initialized(&mut c);
+    let list = c.request(2, "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    c.close();
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(log.contains("every tool passes unjudged"), "{log}");
+}
+
+/// What cannot be graded is never offered: a name listed twice (even on
+/// different pages) in neither copy, an element that is not an object not
+/// at all; the rest arrive in one page.
+#[test]
+fn duplicates_and_unreadable_elements_are_withheld_and_pages_become_one() {
+    let dir = hostile_dir(&["--stdio", "--hostile", "duplicate-names"]);
+    let d = dir.path();
+    let mut c = Client::start(d, &["--server", "h"], "guard-duplicates");
+    initialized(&mut c);
+    let names = c.names(2);
+    assert!(
+        !names.is_empty() && !names.contains(&"search".to_owned()),
+        "{names:?}"
+    );
+    let call = c.request(3, "tools/call", json!({"name": "search", "arguments": {}}));
+    assert_eq!(
+        call["error"]["data"]["why"]["kind"], "listed_twice",
+        "{call}"
+    );
+    c.close();
+
+    let dir = hostile_dir(&["--stdio", "--hostile", "non-object-tool"]);
+    let mut c = Client::start(dir.path(), &["--server", "h"], "guard-non-object");
+    initialized(&mut c);
+    let r = c.request(2, "tools/list", json!({}));
+    let tools = r["result"]["tools"].as_array().unwrap();
+    assert!(
+        !tools.is_empty() && tools.iter().all(Value::is_object),
+        "{r}"
+    );
+    c.close();
+
+    // Three pages, one name on the first and the last.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("paged.json"),
+        json!([[
+            tool("a", "A."),
+            tool("b", "B."),
+            tool("c", "C."),
+            tool("a", "A again.")
+        ]])
+        .to_string(),
+    )
+    .unwrap();
+    let server = test_server().display().to_string();
+    let paged = d.join("paged.json").display().to_string();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.paged]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--phases\", {:?}]\n",
+            d.join("phases0.json").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("phases0.json"),
+        json!([[tool("b", "B.")]]).to_string(),
+    )
+    .unwrap();
+    let o = plumbline(d, &["pin", "paged"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut c = Client::start(
+        d,
+        &[
+            "--server",
+            "paged",
+            "--new-tools",
+            "allow",
+            "--",
+            &server,
+            "--stdio",
+            "--phases",
+            &paged,
+            "--page-size",
+            "1",
+        ],
+        "guard-paged",
+    );
+    initialized(&mut c);
+    assert_eq!(c.names(2), ["b", "c"]);
+    c.close();
+}
+
+/// A server that dies after the handshake: the guard says so and exits 2;
+/// a client that goes away: the guard stops the server and exits 0.
+#[test]
+fn when_either_side_goes_away_the_other_is_closed() {
+    let dir = hostile_dir(&["--stdio", "--hostile", "crash-after-initialize"]);
+    let d = dir.path();
+    let mut c = Client::start(d, &["--server", "h"], "guard-crash");
+    initialized(&mut c);
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
+    let status = c.child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{status:?}");
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(log.contains("the server closed its output"), "{log}");
+
+    let dir = hostile_dir(&["--stdio", "--hostile", "never-answers"]);
+    let d = dir.path();
+    let marker = format!("guard-never-{}", std::process::id());
+    let mut c = Client::start(
+        d,
+        &[
+            "--",
+            &test_server().display().to_string(),
+            "--stdio",
+            "--hostile",
+            "never-answers",
+        ],
+        &marker,
+    );
+    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}));
+    assert!(c.close().success());
+    let marker = format!("PLUMBLINE_TEST_MARKER={marker}");
+    let mut left = processes_with(&marker);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        left = processes_with(&marker);
+    }
+    assert!(left.is_empty(), "the server outlived the client: {left:?}");
+}
+
+/// A 2026-07-28 client that does not listen for notifications hears of no
+/// rug pull; `--max-age 0` makes every call list again, so the call to the
+/// poisoned tool is refused all the same.
+#[test]
+fn a_call_after_a_silent_rug_pull_is_checked_against_a_fresh_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    configure(d, &phase0());
+    let o = plumbline(d, &["pin", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(d.join("both.json"), json!([phase0(), phase1()]).to_string()).unwrap();
+    let server = test_server().display().to_string();
+    let both = d.join("both.json").display().to_string();
+    let mut c = Client::start(
+        d,
+        &[
+            "--server",
+            "shop",
+            "--max-age",
+            "0",
+            "--",
+            &server,
+            "--stdio",
+            "--phases",
+            &both,
+            "--advance-after",
+            "1",
+        ],
+        "guard-max-age",
+    );
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "guard-test", "version": "0"}});
+    let discover = c.request(1, "server/discover", json!({"_meta": meta}));
+    assert!(discover.get("result").is_some(), "{discover}");
+    let list = c.request(2, "tools/list", json!({"_meta": meta}));
+    assert_eq!(list["result"]["ttlMs"], json!(0), "{list}");
+    assert_eq!(list["result"]["cacheScope"], "private", "{list}");
+    assert_eq!(
+        list["result"]["tools"].as_array().unwrap().len(),
+        2,
+        "{list}"
+    );
+    let call = c.request(
+        3,
+        "tools/call",
+        json!({"_meta": meta, "name": "add", "arguments": {"a": 1}}),
+    );
+    assert_eq!(call["error"]["code"], json!(-32001), "{call}");
+    c.close();
+}

@@ -439,6 +439,18 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
 
     async fn on_server(&mut self, line: Vec<u8>) -> anyhow::Result<()> {
         let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
+            // A broken reply to the guard's own listing fails the listing
+            // (the client never asked for it); anything else is the
+            // client's to see, as it would without the guard.
+            let ours = self
+                .walk
+                .as_ref()
+                .is_some_and(|w| line.windows(w.id.len()).any(|x| x == w.id.as_bytes()));
+            if ours {
+                return self
+                    .walk_failed("the server's tools/list reply is not valid JSON".to_owned())
+                    .await;
+            }
             return self.send_down(&line).await;
         };
         let method = msg.get("method").and_then(Value::as_str);
