@@ -506,3 +506,92 @@ fn a_call_after_a_silent_rug_pull_is_checked_against_a_fresh_listing() {
     assert_eq!(call["error"]["code"], json!(-32001), "{call}");
     c.close();
 }
+
+/// The same scripted session, directly and through the guard: every line
+/// the client receives is byte for byte the same, except the listing,
+/// which the guard answers in one page of the server's own tool bytes.
+#[test]
+fn a_session_through_the_guard_is_the_direct_session_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    configure(d, &phase0());
+    let o = plumbline(d, &["pin", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let server = test_server().display().to_string();
+    let phases = d.join("phases.json").display().to_string();
+    let script = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {"roots": {}}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": "three", "method": "tools/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/list", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "prompts/list", "params": {"_meta": {"progressToken": 9}}}),
+        json!({"jsonrpc": "2.0", "id": 6, "method": "vendor/unknown", "params": {"x": [1, 2]}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}),
+    ];
+    // Each request's reply, as raw lines.
+    let run = |argv: &[&str]| -> Vec<String> {
+        let mut child = Command::new(argv[0])
+            .args(&argv[1..])
+            .current_dir(d)
+            .env_remove("PLUMBLINE_CONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut replies = Vec::new();
+        for message in &script {
+            writeln!(stdin, "{message}").unwrap();
+            stdin.flush().unwrap();
+            let Some(id) = message.get("id") else {
+                continue;
+            };
+            loop {
+                let mut line = String::new();
+                assert!(stdout.read_line(&mut line).unwrap() > 0, "{argv:?} ended");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                if v.get("id") == Some(id) && v.get("method").is_none() {
+                    replies.push(line);
+                    break;
+                }
+            }
+        }
+        drop(stdin);
+        child.wait().unwrap();
+        replies
+    };
+    let direct = run(&[&server, "--stdio", "--phases", &phases]);
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let guarded = run(&[
+        exe, "guard", "--server", "shop", "--", &server, "--stdio", "--phases", &phases,
+    ]);
+    assert_eq!(direct.len(), guarded.len());
+    for (i, (want, got)) in direct.iter().zip(&guarded).enumerate() {
+        if i == 2 {
+            // The listing: the same tool bytes, in one page.
+            assert_eq!(raw_tools(got), raw_tools(want));
+            continue;
+        }
+        assert_eq!(got, want, "reply {i}");
+    }
+}
+
+/// The tool elements of a `tools/list` reply, as raw text.
+fn raw_tools(line: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Reply<'a> {
+        #[serde(borrow)]
+        result: Tools<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Tools<'a> {
+        #[serde(borrow)]
+        tools: Vec<&'a serde_json::value::RawValue>,
+    }
+    let r: Reply<'_> = serde_json::from_str(line).unwrap();
+    r.result.tools.iter().map(|t| t.get().to_owned()).collect()
+}

@@ -466,9 +466,12 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 let mut msg = msg;
                 // The guard sends its own list_changed when a verdict
                 // changes: say so where the server offers tools at all.
+                // Rewritten only when it is not already so: otherwise the
+                // bytes go on as sent.
                 if let Some(tools) = msg
                     .pointer_mut("/result/capabilities/tools")
                     .and_then(Value::as_object_mut)
+                    .filter(|t| t.get("listChanged") != Some(&Value::Bool(true)))
                 {
                     tools.insert("listChanged".into(), Value::Bool(true));
                     return self.send_down(msg.to_string().as_bytes()).await;
