@@ -362,6 +362,11 @@ pub struct GuardArgs {
     /// server's tools again first.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub max_age: f64,
+    /// Do not record the listings in the store (by default each judged
+    /// listing is an observation in the history, as `watch` records it,
+    /// with what was withheld).
+    #[arg(long)]
+    pub no_record: bool,
     /// The server to start, and its arguments.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,

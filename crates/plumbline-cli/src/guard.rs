@@ -5,9 +5,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use plumbline_guard::{Baseline, LockBaseline, Mode, NewTools, OnError, Policy};
+use plumbline_guard::{Baseline, LockBaseline, Mode, NewTools, OnError, Policy, Recorder, Seen};
+use plumbline_history::{Grader, Observed};
 use plumbline_lock::LockedServer;
 use plumbline_mcp::{ServerSpec, StdioSpec};
+use plumbline_store::{Problem, ProblemKind};
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{Classifier, Taxonomy};
 
@@ -41,8 +43,65 @@ impl Baseline for StoreBaseline {
     }
 }
 
+/// Each judged listing as an observation in the history, graded once as
+/// `watch` records it, with what the guard withheld as its problems.
+struct HistoryRecorder {
+    store: Option<PathBuf>,
+    registry: PathBuf,
+    identity: serde_json::Value,
+    normalize: Option<std::sync::Arc<plumbline_config::Normalizer>>,
+    grader: Grader,
+    open: Option<plumbline_store::SqliteStore>,
+}
+
+impl Recorder for HistoryRecorder {
+    fn record(&mut self, seen: Seen) -> Result<String> {
+        if self.open.is_none() {
+            self.open = Some(crate::commands::open_store(
+                self.store.as_deref(),
+                &self.registry,
+            )?);
+        }
+        let store = self.open.as_mut().expect("opened above");
+        let collected = plumbline_watch::observe::Collected {
+            server: seen.server.clone(),
+            identity: self.identity.clone(),
+            started_at_ms: seen.started_at_ms,
+            finished_at_ms: seen.finished_at_ms,
+            result: Ok(seen.listing),
+            normalize: self.normalize.clone(),
+        };
+        let mut observation = plumbline_watch::observe::new_observation(&collected);
+        for w in &seen.withheld {
+            observation.problems.push(Problem {
+                position: None,
+                kind: ProblemKind::Other,
+                tool_name: Some(w.name.clone()),
+                message: format!("withheld by plumbline guard: {}", w.describe()),
+            });
+        }
+        let recorded = plumbline_history::record(
+            store,
+            &self.grader,
+            vec![Observed {
+                identity: self.identity.to_string(),
+                observation,
+            }],
+        )?;
+        let r = recorded.first().context("nothing recorded")?;
+        Ok(format!(
+            "{}: recorded observation {} ({}, drift {}, {} withheld)",
+            seen.server,
+            r.observation.0,
+            crate::gate::plural(r.tools, "tool"),
+            r.severity(),
+            seen.withheld.len()
+        ))
+    }
+}
+
 pub fn run(args: &GuardArgs) -> Result<Outcome> {
-    let (server, spec) = server_and_spec(args)?;
+    let (server, spec, identity, normalize) = server_and_spec(args)?;
     let lock = args.lock.clone().or_else(|| {
         let default = PathBuf::from("plumbline.lock");
         default.exists().then_some(default)
@@ -110,10 +169,21 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         limits,
         poll: Duration::from_secs(1),
     };
+    let recorder: Option<Box<dyn Recorder>> = (!args.no_record).then(|| {
+        Box::new(HistoryRecorder {
+            store: args.store.path.clone(),
+            registry: args.config.path.clone(),
+            identity,
+            normalize,
+            grader: Grader::new(taxonomy),
+            open: None,
+        }) as Box<dyn Recorder>
+    });
     let runtime = crate::commands::runtime()?;
     let result = runtime.block_on(plumbline_guard::stdio::run(
         options,
         baseline,
+        recorder,
         tokio::io::stdin(),
         tokio::io::stdout(),
     ));
@@ -141,9 +211,19 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
     }
 }
 
+/// The server: its name, how to start it, what the history records of how
+/// it is reached, and the rules that normalise its tools before they are
+/// compared.
+type Server = (
+    String,
+    StdioSpec,
+    serde_json::Value,
+    Option<std::sync::Arc<plumbline_config::Normalizer>>,
+);
+
 /// The server to start: COMMAND with the environment the client gave us,
 /// or the configured stdio server named by --server.
-fn server_and_spec(args: &GuardArgs) -> Result<(String, StdioSpec)> {
+fn server_and_spec(args: &GuardArgs) -> Result<Server> {
     if let Some((command, rest)) = args.command.split_first() {
         let server = match &args.server {
             Some(s) => s.clone(),
@@ -157,6 +237,11 @@ fn server_and_spec(args: &GuardArgs) -> Result<(String, StdioSpec)> {
         let inherit_env = std::env::vars_os()
             .filter_map(|(k, _)| k.into_string().ok())
             .collect();
+        let identity = serde_json::json!({
+            "transport": "stdio",
+            "command": command,
+            "args": plumbline_base::redact::redact_args(rest),
+        });
         return Ok((
             server,
             StdioSpec {
@@ -166,6 +251,8 @@ fn server_and_spec(args: &GuardArgs) -> Result<(String, StdioSpec)> {
                 inherit_env,
                 cwd: None,
             },
+            identity,
+            None,
         ));
     }
     let Some(server) = &args.server else {
@@ -175,8 +262,9 @@ fn server_and_spec(args: &GuardArgs) -> Result<(String, StdioSpec)> {
     let Some(c) = config.servers.get(server) else {
         bail!("{:?} is not in {}", server, args.config.path.display());
     };
+    let normalize = c.normalizer()?.map(std::sync::Arc::new);
     match c.spec().with_context(|| format!("server {server:?}"))? {
-        ServerSpec::Stdio(spec) => Ok((server.clone(), spec)),
+        ServerSpec::Stdio(spec) => Ok((server.clone(), spec, c.identity(), normalize)),
         _ => bail!(
             "{server:?} is a remote server: this guard relays stdio (the HTTP form, --listen, is not built yet)"
         ),

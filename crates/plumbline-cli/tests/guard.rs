@@ -68,6 +68,8 @@ impl Client {
             .env_remove("PLUMBLINE_STORE")
             .env_remove("PLUMBLINE_CONFIG")
             .env("PLUMBLINE_TEST_MARKER", marker)
+            // The project's default store goes under the test's directory.
+            .env("XDG_DATA_HOME", d)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(d.join("guard.log")).unwrap())
@@ -171,6 +173,8 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
         &[
             "--server",
             "shop",
+            "--store",
+            "p.db",
             "--",
             &server,
             "--stdio",
@@ -245,6 +249,14 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("withheld add"), "{log}");
     assert!(log.contains("session ended"), "{log}");
+    // Every judged listing is an observation in the history, the rug pull
+    // graded once, with what was withheld.
+    assert!(log.contains("recorded observation"), "{log}");
+    let o = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let timeline = String::from_utf8_lossy(&o.stdout);
+    assert!(timeline.contains("CRITICAL"), "{timeline}");
+
     let marker = format!("PLUMBLINE_TEST_MARKER={marker}");
     let mut left = processes_with(&marker);
     for _ in 0..100 {

@@ -56,6 +56,8 @@ fn inspector_config(d: &Path, server: &str, command: &str, args: &[&str]) {
         &d.join("plumbline.toml").display().to_string(),
         "--lock",
         &d.join("plumbline.lock").display().to_string(),
+        "--store",
+        &d.join("p.db").display().to_string(),
     ]
     .iter()
     .map(|s| s.to_string())

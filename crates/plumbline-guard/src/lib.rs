@@ -140,6 +140,24 @@ impl Baseline for LockBaseline {
     }
 }
 
+/// One listing the guard judged, for the history: the listing as the
+/// server sent it (every page's tools in order) and what was withheld.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub server: String,
+    pub listing: plumbline_mcp::Listing,
+    pub withheld: Vec<judge::Withheld>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+}
+
+/// Where judged listings are recorded (the history, for the CLI). Runs on
+/// a thread of its own: recording never holds up the session.
+pub trait Recorder: Send + 'static {
+    /// Records one listing; the line returned is logged on stderr.
+    fn record(&mut self, seen: Seen) -> anyhow::Result<String>;
+}
+
 /// Counters the guard keeps and reports when it ends.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {

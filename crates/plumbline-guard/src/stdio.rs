@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::judge::{judge, ungraded, Judged, Withheld};
-use crate::{Baseline, Counters, Mode, OnError, Policy};
+use crate::{Baseline, Counters, Mode, OnError, Policy, Recorder, Seen};
 
 /// The JSON-RPC error code of a refused call or a listing the guard could
 /// not judge.
@@ -83,6 +83,7 @@ fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
 pub async fn run<I, O>(
     opts: Options,
     baseline: Box<dyn Baseline>,
+    recorder: Option<Box<dyn Recorder>>,
     client_in: I,
     client_out: O,
 ) -> anyhow::Result<Counters>
@@ -108,7 +109,28 @@ where
     let max = opts.limits.max_message_bytes;
     spawn_reader(client_in, max, tx.clone(), Event::Client, Event::ClientEnd);
     spawn_reader(stdout, max, tx, Event::Server, Event::ServerEnd);
+    // Recording runs on its own thread, fed in order; a full queue drops
+    // (and says so) rather than holding up the session.
+    let record = recorder.map(|mut r| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Seen>(16);
+        std::thread::spawn(move || {
+            for seen in rx {
+                let server = seen.server.clone();
+                match r.record(seen) {
+                    Ok(line) => eprintln!("plumbline guard: {}", for_terminal(&line, false)),
+                    Err(e) => eprintln!(
+                        "plumbline guard: {}: recording the listing failed: {}",
+                        for_terminal(&server, false),
+                        for_terminal(&format!("{e:#}"), false)
+                    ),
+                }
+            }
+        });
+        tx
+    });
     let mut relay = Relay {
+        record,
+        peer: Peer::default(),
         id_prefix: format!("plumbline-guard/{:016x}/", rand_id()),
         out: client_out,
         upstream: Some(upstream),
@@ -188,8 +210,68 @@ fn rand_id() -> u64 {
     h.finish()
 }
 
+/// What the server said of itself in its handshake reply.
+#[derive(Default)]
+struct Peer {
+    protocol_version: Option<String>,
+    server_info: Option<Vec<u8>>,
+    capabilities: Option<Vec<u8>>,
+    instructions: Option<String>,
+}
+
+impl Peer {
+    /// From an `initialize` or `server/discover` reply, raw where raw.
+    fn of(line: &[u8], client_meta: Option<&Value>) -> Peer {
+        #[derive(serde::Deserialize)]
+        struct Reply<'a> {
+            #[serde(borrow)]
+            result: Option<Handshake<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Handshake<'a> {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: Option<String>,
+            #[serde(borrow, rename = "serverInfo")]
+            server_info: Option<&'a RawValue>,
+            #[serde(borrow)]
+            capabilities: Option<&'a RawValue>,
+            instructions: Option<String>,
+            #[serde(borrow, rename = "_meta")]
+            meta: Option<std::collections::HashMap<String, &'a RawValue>>,
+        }
+        let Ok(Reply { result: Some(h) }) = serde_json::from_slice::<Reply<'_>>(line) else {
+            return Peer::default();
+        };
+        let meta_info = h
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo").copied());
+        Peer {
+            protocol_version: h.protocol_version.or_else(|| {
+                client_meta
+                    .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }),
+            server_info: h
+                .server_info
+                .or(meta_info)
+                .map(|r| r.get().as_bytes().to_vec()),
+            capabilities: h.capabilities.map(|r| r.get().as_bytes().to_vec()),
+            instructions: h.instructions,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// An upstream `tools/list` walk in progress.
 struct Walk {
+    started_at_ms: i64,
     id: String,
     pages: usize,
     cursors: HashSet<String>,
@@ -198,6 +280,8 @@ struct Walk {
 }
 
 struct Relay<O> {
+    record: Option<std::sync::mpsc::SyncSender<Seen>>,
+    peer: Peer,
     out: O,
     upstream: Option<tokio::process::ChildStdin>,
     opts: Options,
@@ -410,6 +494,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             return Ok(());
         }
         self.walk = Some(Walk {
+            started_at_ms: now_ms(),
             id: String::new(),
             pages: 0,
             cursors: HashSet::new(),
@@ -463,6 +548,10 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             }
             if let Some(at) = id.and_then(|id| self.init_ids.iter().position(|i| i == id)) {
                 self.init_ids.remove(at);
+                let peer = Peer::of(&line, self.meta.as_ref());
+                if peer.protocol_version.is_some() {
+                    self.peer = peer;
+                }
                 let mut msg = msg;
                 // The guard sends its own list_changed when a verdict
                 // changes: say so where the server offers tools at all.
@@ -545,10 +634,13 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             }
             _ => {
                 let w = self.walk.take().expect("walk");
+                let (started, pages) = (w.started_at_ms, w.pages);
                 self.listing = Some((w.tools, Instant::now()));
                 self.stale = false;
                 self.counters.listings += 1;
-                self.rejudge(true).await
+                self.rejudge(true).await?;
+                self.record(started, pages);
+                Ok(())
             }
         }
     }
@@ -691,6 +783,49 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             self.own_list_changed().await?;
         }
         Ok(())
+    }
+
+    /// Hands the last listing and its verdict to the recorder.
+    fn record(&mut self, started_at_ms: i64, pages: usize) {
+        let (Some(tx), Some((tools, _)), Some(judged)) =
+            (&self.record, &self.listing, &self.judged)
+        else {
+            return;
+        };
+        let listing = plumbline_mcp::Listing {
+            era: if self.meta.is_some() {
+                plumbline_mcp::Era::Stateless
+            } else {
+                plumbline_mcp::Era::Session
+            },
+            protocol_version: self.peer.protocol_version.clone().unwrap_or_default(),
+            server_info: self.peer.server_info.clone(),
+            capabilities: self.peer.capabilities.clone(),
+            instructions: self.peer.instructions.clone(),
+            tools: tools
+                .iter()
+                .map(|(name, raw)| plumbline_mcp::ListedTool {
+                    raw: raw.clone(),
+                    name: name.clone(),
+                })
+                .collect(),
+            problems: Vec::new(),
+            pages,
+            relisted: false,
+        };
+        let seen = Seen {
+            server: self.opts.server.clone(),
+            listing,
+            withheld: judged.withheld.values().cloned().collect(),
+            started_at_ms,
+            finished_at_ms: now_ms(),
+        };
+        if tx.try_send(seen).is_err() {
+            eprintln!(
+                "plumbline guard: {}: the recorder is behind; this listing is not recorded",
+                for_terminal(&self.opts.server, false)
+            );
+        }
     }
 
     async fn own_list_changed(&mut self) -> anyhow::Result<()> {
