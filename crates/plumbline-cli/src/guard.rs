@@ -26,6 +26,10 @@ struct StoreBaseline {
 
 impl Baseline for StoreBaseline {
     fn load(&mut self) -> Result<Option<LockedServer>> {
+        // No store yet: no baseline (every tool is new), not an error.
+        if !crate::commands::store_path(self.store.as_deref(), &self.registry)?.exists() {
+            return Ok(None);
+        }
         let store = crate::commands::open_existing_store(self.store.as_deref(), &self.registry)?;
         let mut lock = crate::gate::lock_from_store(
             &store,
@@ -52,6 +56,10 @@ struct HistoryRecorder {
     normalize: Option<std::sync::Arc<plumbline_config::Normalizer>>,
     grader: Grader,
     open: Option<plumbline_store::SqliteStore>,
+    /// The baseline is the store's: a server's first observation is its
+    /// baseline until a change is accepted, so the guard must not be the
+    /// one to make it (trust on first use is what it exists to avoid).
+    store_is_baseline: bool,
 }
 
 impl Recorder for HistoryRecorder {
@@ -63,6 +71,13 @@ impl Recorder for HistoryRecorder {
             )?);
         }
         let store = self.open.as_mut().expect("opened above");
+        if self.store_is_baseline && plumbline_store::Store::server(store, &seen.server)?.is_none()
+        {
+            return Ok(format!(
+                "{0}: not recorded: the store has no observation of {0}, and the guard's first would become its baseline unreviewed; run `plumbline observe {0}` and review it first",
+                seen.server
+            ));
+        }
         let collected = plumbline_watch::observe::Collected {
             server: seen.server.clone(),
             identity: self.identity.clone(),
@@ -106,6 +121,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         let default = PathBuf::from("plumbline.lock");
         default.exists().then_some(default)
     });
+    let store_is_baseline = lock.is_none();
     let (baseline, lock_taxonomy): (Box<dyn Baseline>, Option<Taxonomy>) = match lock {
         Some(path) => {
             // A lock that cannot be read at start is a mistake to say now,
@@ -177,6 +193,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
             normalize,
             grader: Grader::new(taxonomy),
             open: None,
+            store_is_baseline,
         }) as Box<dyn Recorder>
     });
     let runtime = crate::commands::runtime()?;

@@ -607,3 +607,86 @@ fn raw_tools(line: &str) -> Vec<String> {
     let r: Reply<'_> = serde_json::from_str(line).unwrap();
     r.result.tools.iter().map(|t| t.get().to_owned()).collect()
 }
+
+/// POSTs a JSON body to the dashboard's API; the status and body.
+fn post_json(url: &str, body: &Value) -> (u16, String) {
+    use std::io::Read as _;
+    let (host, path) = url
+        .strip_prefix("http://")
+        .unwrap()
+        .split_once('/')
+        .unwrap();
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    let body = body.to_string();
+    write!(
+        stream,
+        "POST /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Without a lock the guard judges against the store's baseline: the first
+/// observation `observe` recorded, then what the dashboard accepts. An
+/// accept reaches the client as the guard's own `list_changed`. The guard
+/// never records a server's first observation itself (it would become the
+/// baseline unreviewed).
+#[test]
+fn against_the_store_an_accept_on_the_dashboard_releases_the_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    configure(d, &phase1());
+    // Unobserved: nothing to judge against, every tool new; the poisoned
+    // one is withheld on its own grade, and nothing is recorded.
+    let mut c = Client::start(d, &["--server", "shop", "--store", "p.db"], "guard-store-0");
+    initialized(&mut c);
+    assert_eq!(c.names(2), ["echo"]);
+    c.close();
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(log.contains("not recorded"), "{log}");
+
+    configure(d, &phase0());
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    configure(d, &phase1());
+    let mut c = Client::start(d, &["--server", "shop", "--store", "p.db"], "guard-store-1");
+    initialized(&mut c);
+    assert_eq!(c.names(2), ["echo"]);
+    let refused = c.request(3, "tools/call", json!({"name": "add", "arguments": {}}));
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dashboard"),
+        "{refused}"
+    );
+    // The guard recorded the rug pull; accept it on the dashboard.
+    let dashboard = common::Dashboard::start(d);
+    let (status, observations) = common::http(
+        "GET",
+        &format!("{}api/v1/servers/shop/observations", dashboard.url),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{observations}");
+    let observations: Value = serde_json::from_str(&observations).unwrap();
+    let newest = observations["observations"][0]["id"].clone();
+    let (status, body) = post_json(
+        &format!(
+            "{}api/v1/servers/shop/observations/{newest}/tools/add/review",
+            dashboard.url
+        ),
+        &json!({"status": "accepted"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    c.list_changed();
+    assert_eq!(c.names(4), ["add", "echo"]);
+    c.close();
+}

@@ -111,9 +111,10 @@ where
     spawn_reader(stdout, max, tx, Event::Server, Event::ServerEnd);
     // Recording runs on its own thread, fed in order; a full queue drops
     // (and says so) rather than holding up the session.
+    let mut recording = None;
     let record = recorder.map(|mut r| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Seen>(16);
-        std::thread::spawn(move || {
+        recording = Some(std::thread::spawn(move || {
             for seen in rx {
                 let server = seen.server.clone();
                 match r.record(seen) {
@@ -125,7 +126,7 @@ where
                     ),
                 }
             }
-        });
+        }));
         tx
     });
     let mut relay = Relay {
