@@ -189,6 +189,20 @@ where
     group
         .shut_down(&mut child, relay.opts.limits.shutdown_grace)
         .await;
+    // What was judged is recorded before the guard ends (bounded: a store
+    // that hangs does not keep the client's process alive).
+    drop(relay.record.take());
+    if let Some(thread) = recording {
+        let joined = tokio::task::spawn_blocking(move || thread.join());
+        if tokio::time::timeout(Duration::from_secs(10), joined)
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "plumbline guard: recording did not finish within 10 s; the last listing may not be recorded"
+            );
+        }
+    }
     outcome.map(|()| relay.counters)
 }
 
