@@ -506,6 +506,19 @@ pub struct DiscoverArgs {
     /// "name", "reason"}], "wrote"}.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Rewrite the client files so that each stdio server runs under
+    /// `plumbline guard` (only its `command` and `args` change; the file
+    /// is copied to FILE.plumbline-backup first). Remote servers are
+    /// listed with the guard command to run for them.
+    #[arg(long, conflicts_with_all = ["write", "unwrap"])]
+    pub wrap: bool,
+    /// Undo --wrap: put each backup back byte for byte (or, in a file
+    /// changed since, undo each wrapped entry).
+    #[arg(long, conflicts_with = "write")]
+    pub unwrap: bool,
+    /// With --wrap or --unwrap: show what would change, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

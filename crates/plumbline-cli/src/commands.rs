@@ -473,6 +473,9 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
         Some(p) => p.clone(),
         None => std::env::current_dir().context("finding the current directory")?,
     };
+    if args.wrap || args.unwrap {
+        return wrap(args, &home, &project);
+    }
     let (found, skipped) = crate::discover::discover(&home, &project);
     let searched = crate::discover::searched(&home, &project);
     // Every variable the written configuration reads, once.
@@ -601,4 +604,110 @@ pub fn discover(args: &crate::cli::DiscoverArgs) -> Result<Outcome> {
     // Skipped entries (disabled servers, unreadable files) are reported
     // above; the import itself succeeded.
     Ok(Outcome::Clean)
+}
+
+/// `discover --wrap` / `--unwrap`.
+fn wrap(args: &crate::cli::DiscoverArgs, home: &Path, project: &Path) -> Result<Outcome> {
+    use crate::discover::wrap;
+    let mut out = io::stdout().lock();
+    if args.unwrap {
+        let restored = wrap::unwrap(home, project, args.dry_run)?;
+        for r in &restored {
+            writeln!(
+                out,
+                "{}{}: {}",
+                if args.dry_run { "would restore " } else { "" },
+                r.file.display(),
+                if r.whole {
+                    "restored byte for byte from its backup"
+                } else {
+                    "changed since it was wrapped: each wrapped entry undone"
+                }
+            )?;
+        }
+        if restored.is_empty() {
+            writeln!(
+                out,
+                "nothing to unwrap: no file has a {} copy",
+                wrap::BACKUP_SUFFIX
+            )?;
+        }
+        return Ok(Outcome::Clean);
+    }
+    let exe = std::env::current_exe().context("finding the plumbline executable")?;
+    let config = std::path::absolute(project.join("plumbline.toml"))?;
+    let lock = project.join("plumbline.lock");
+    let guard = wrap::GuardCommand {
+        exe: exe.display().to_string(),
+        config,
+        lock: lock
+            .exists()
+            .then(|| std::path::absolute(&lock))
+            .transpose()?,
+    };
+    let edits = wrap::plan(home, project, &guard)?;
+    for e in &edits {
+        if e.before != e.after {
+            writeln!(
+                out,
+                "{}{}: {} under plumbline guard",
+                if args.dry_run {
+                    "would wrap "
+                } else {
+                    "wrapped "
+                },
+                e.file.display(),
+                e.wrapped
+                    .iter()
+                    .map(|n| plumbline_taxonomy::sanitize::for_terminal(n, false))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+            if args.dry_run {
+                for line in changed_lines(&e.before, &e.after) {
+                    writeln!(
+                        out,
+                        "  {}",
+                        plumbline_taxonomy::sanitize::for_terminal(&line, false)
+                    )?;
+                }
+            }
+        }
+        for (name, suggestion) in &e.remote {
+            writeln!(
+                out,
+                "{}: {} is remote; run it as {}",
+                e.file.display(),
+                plumbline_taxonomy::sanitize::for_terminal(name, false),
+                plumbline_taxonomy::sanitize::for_terminal(suggestion, false)
+            )?;
+        }
+    }
+    if edits.iter().all(|e| e.before == e.after) {
+        writeln!(out, "nothing to wrap")?;
+    }
+    if !args.dry_run {
+        wrap::apply(&edits)?;
+    }
+    Ok(Outcome::Clean)
+}
+
+/// The lines that differ between two texts, as `-` and `+` lines (the
+/// common start and end left out).
+fn changed_lines(before: &str, after: &str) -> Vec<String> {
+    let a: Vec<&str> = before.lines().collect();
+    let b: Vec<&str> = after.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a[head..]
+        .iter()
+        .rev()
+        .zip(b[head..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let mut out: Vec<String> = a[head..a.len() - tail]
+        .iter()
+        .map(|l| format!("- {l}"))
+        .collect();
+    out.extend(b[head..b.len() - tail].iter().map(|l| format!("+ {l}")));
+    out
 }

@@ -44,6 +44,7 @@ mod locations;
 mod names;
 #[cfg(test)]
 mod tests;
+pub(crate) mod wrap;
 
 use entry::*;
 use jsonc::*;

@@ -1,0 +1,268 @@
+//! `discover --wrap` and `--unwrap` on copies of every client
+//! configuration in testdata/discover: each stdio server runs under the
+//! guard with nothing else in the file changed, and unwrapping restores
+//! every file byte for byte.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::{plumbline, text};
+use serde_json::Value;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/discover")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// Every file under `dir`, by path, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// JSON with comments, read the way the clients read it: comments and
+/// trailing commas dropped.
+fn parse(text: &str) -> Value {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                out.extend(chars.next());
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if c == '/' && chars.peek() == Some(&'/') {
+            for n in chars.by_ref() {
+                if n == '\n' {
+                    out.push('\n');
+                    break;
+                }
+            }
+        } else if c == '/' && chars.peek() == Some(&'*') {
+            chars.next();
+            let mut last = ' ';
+            for n in chars.by_ref() {
+                if last == '*' && n == '/' {
+                    break;
+                }
+                last = n;
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    let no_trailing = regex_free_trailing_commas(&out);
+    serde_json::from_str(&no_trailing).unwrap_or_else(|e| panic!("{e}: {no_trailing}"))
+}
+
+fn regex_free_trailing_commas(s: &str) -> String {
+    let b: Vec<char> = s.chars().collect();
+    let mut out = String::new();
+    let mut in_string = false;
+    for (i, &c) in b.iter().enumerate() {
+        if in_string {
+            out.push(c);
+            if c == '"' && b[i - 1] != '\\' {
+                in_string = false;
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        if c == ',' {
+            let next = b[i + 1..].iter().find(|n| !n.is_whitespace());
+            if matches!(next, Some('}') | Some(']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Replaces each wrapped entry's command and args by the original ones
+/// they carry, so that a wrapped file can be compared with the original.
+fn unwrapped(v: &Value, exe: &str) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut m = m.clone();
+            if m.get("command").and_then(Value::as_str) == Some(exe) {
+                let args = m["args"].as_array().unwrap().clone();
+                assert_eq!(args[0], "guard");
+                let dash = args.iter().position(|a| a == "--").unwrap();
+                m.insert("command".into(), args[dash + 1].clone());
+                m.insert("args".into(), Value::Array(args[dash + 2..].to_vec()));
+            }
+            Value::Object(
+                m.into_iter()
+                    .map(|(k, v)| (k, unwrapped(&v, exe)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|x| unwrapped(x, exe)).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn wrap_changes_only_command_and_args_and_unwrap_restores_every_byte() {
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    let mut wrapped_total = 0;
+    for client in [
+        "claude-desktop",
+        "claude-code",
+        "cursor",
+        "vscode",
+        "windsurf",
+        "gemini-cli",
+        "collisions",
+        "secrets",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        copy_dir(&fixtures().join(client), d);
+        let (home, project) = (d.join("home"), d.join("project"));
+        let before = snapshot(d);
+        let args = |extra: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = vec!["discover".into()];
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v.extend([
+                "--home".into(),
+                home.display().to_string(),
+                "--project".into(),
+                project.display().to_string(),
+            ]);
+            v
+        };
+        let run = |extra: &[&str]| {
+            let a = args(extra);
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            let o = plumbline(d, &a);
+            assert_eq!(o.status.code(), Some(0), "{client}: {}", text(&o));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        // --dry-run shows and writes nothing.
+        let shown = run(&["--wrap", "--dry-run"]);
+        assert_eq!(snapshot(d), before, "{client}: --dry-run wrote");
+        run(&["--wrap"]);
+        let after = snapshot(d);
+        for (path, bytes) in &before {
+            let now = &after[path];
+            if now == bytes {
+                continue;
+            }
+            wrapped_total += 1;
+            assert!(
+                shown.contains(&path.display().to_string()),
+                "{client}: {shown}"
+            );
+            let old = parse(std::str::from_utf8(bytes).unwrap());
+            let new = parse(std::str::from_utf8(now).unwrap());
+            assert_ne!(old, new);
+            assert_eq!(unwrapped(&new, exe), old, "{client}: {}", path.display());
+            // Lines that hold neither command nor args are untouched.
+            // Every other line (keys, comments, layout) is untouched: the
+            // lines left once `command` lines and `args` arrays (one line
+            // or several) are set aside.
+            let kept = |t: &[u8]| -> Vec<String> {
+                let mut out = Vec::new();
+                let mut in_args = false;
+                for l in String::from_utf8_lossy(t).lines() {
+                    if in_args {
+                        in_args = !l.contains(']');
+                        continue;
+                    }
+                    if l.contains("\"args\"") {
+                        in_args = l.contains('[') && !l.contains(']');
+                        continue;
+                    }
+                    if !l.contains("\"command\"") {
+                        out.push(l.to_owned());
+                    }
+                }
+                out
+            };
+            assert_eq!(kept(now), kept(bytes), "{client}: {}", path.display());
+        }
+        // Wrapping again changes nothing.
+        run(&["--wrap"]);
+        let again: BTreeMap<_, _> = snapshot(d)
+            .into_iter()
+            .filter(|(p, _)| !p.to_string_lossy().contains(".plumbline-backup"))
+            .collect();
+        let first: BTreeMap<_, _> = after
+            .into_iter()
+            .filter(|(p, _)| !p.to_string_lossy().contains(".plumbline-backup"))
+            .collect();
+        assert_eq!(again, first, "{client}: a second wrap changed a file");
+        run(&["--unwrap"]);
+        assert_eq!(
+            snapshot(d),
+            before,
+            "{client}: --unwrap did not restore every byte"
+        );
+    }
+    assert!(wrapped_total >= 8, "{wrapped_total} files wrapped");
+}
+
+/// A file the client changed after it was wrapped is not overwritten with
+/// the old backup: each wrapped entry is undone in place.
+#[test]
+fn unwrap_keeps_changes_made_since_the_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    copy_dir(&fixtures().join("cursor"), d);
+    let (home, project) = (d.join("home"), d.join("project"));
+    let h = home.display().to_string();
+    let p = project.display().to_string();
+    let file = home.join(".cursor/mcp.json");
+    let original: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let o = plumbline(d, &["discover", "--wrap", "--home", &h, "--project", &p]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    v["addedByTheClient"] = Value::Bool(true);
+    std::fs::write(&file, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let o = plumbline(d, &["discover", "--unwrap", "--home", &h, "--project", &p]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("each wrapped entry undone"),
+        "{}",
+        text(&o)
+    );
+    let mut back: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(back["addedByTheClient"], Value::Bool(true));
+    back.as_object_mut().unwrap().remove("addedByTheClient");
+    assert_eq!(back, original);
+}
