@@ -206,9 +206,9 @@ pub fn observe(args: &ObserveArgs) -> Result<Outcome> {
 struct LogRow {
     observation: i64,
     finished_at: String,
-    outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    /// `"outcome"` and, for a failure, `"error"`.
+    #[serde(flatten)]
+    outcome: plumbline_store::Outcome,
     tools: u32,
     tool_set: Option<String>,
     /// Against the previous successful observation: `unchanged`, a
@@ -237,11 +237,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
             .iter()
             .map(|step| {
                 let o = &step.summary;
-                let error = match &o.outcome {
-                    plumbline_store::Outcome::Failed { error } => Some(error.clone()),
-                    plumbline_store::Outcome::Ok => None,
-                };
-                let change = match (&error, step.previous) {
+                let change = match (o.outcome.error(), step.previous) {
                     (Some(_), _) | (None, None) => None,
                     (None, Some(_)) if step.changes.is_empty() => Some("unchanged".to_owned()),
                     (None, Some(_)) => Some(step.changes.severity.to_string()),
@@ -249,8 +245,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                 LogRow {
                     observation: o.id.0,
                     finished_at: utc(o.finished_at_ms),
-                    outcome: o.outcome.as_str(),
-                    error,
+                    outcome: o.outcome.clone(),
                     tools: o.tool_count,
                     tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
                     change,
@@ -297,7 +292,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
             for (server, rows) in &all {
                 writeln!(out, "{}", for_terminal(server, false))?;
                 for r in rows {
-                    let what = match (&r.error, &r.change) {
+                    let what = match (r.outcome.error(), &r.change) {
                         (Some(e), _) => format!(
                             "FAILED  {}",
                             for_terminal(e.lines().next().unwrap_or(""), false)

@@ -197,7 +197,7 @@ pub fn observe_reports(
 ) -> Result<()> {
     for r in reports {
         let name = for_terminal(&r.server, false);
-        if let Some(err) = &r.error {
+        if let Some(err) = r.outcome.error() {
             writeln!(out, "{name}: FAILED (observation {})", r.observation)?;
             for line in err.lines() {
                 writeln!(out, "  {}", for_terminal(line, false))?;

@@ -43,8 +43,12 @@ pub struct Server {
     pub identity: String,
 }
 
-/// How an observation ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// How an observation ended: the one outcome type of an observation,
+/// stored, reported and shown. In JSON it is the fields `"outcome"`
+/// (`"ok"` or `"failed"`) and, for a failure, `"error"`, flattened into
+/// the object that holds it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
 pub enum Outcome {
     /// The tools were listed; the observation has a tool set.
     Ok,
@@ -67,6 +71,14 @@ impl Outcome {
 
     pub fn is_ok(&self) -> bool {
         matches!(self, Outcome::Ok)
+    }
+
+    /// Why the observation failed; `None` for one that succeeded.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Failed { error } => Some(error),
+        }
     }
 }
 

@@ -334,9 +334,9 @@ pub fn new_observation(c: &Collected) -> NewObservation {
 pub struct Report {
     pub server: String,
     pub observation: i64,
-    pub outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    /// `"outcome"` and, for a failure, `"error"`.
+    #[serde(flatten)]
+    pub outcome: StoreOutcome,
     pub tools: usize,
     /// What was wrong with parts of the listing (malformed tools, tools
     /// without a name, repeated names); the rest was recorded.
@@ -380,15 +380,17 @@ impl Report {
     }
 
     pub fn failed(&self) -> bool {
-        self.error.is_some()
+        !self.outcome.is_ok()
     }
 
     fn of(r: Recorded) -> Report {
         Report {
             server: r.server,
             observation: r.observation.0,
-            outcome: if r.error.is_none() { "ok" } else { "failed" },
-            error: r.error,
+            outcome: match r.error {
+                None => StoreOutcome::Ok,
+                Some(error) => StoreOutcome::Failed { error },
+            },
             tools: r.tools,
             problems: r
                 .problems
