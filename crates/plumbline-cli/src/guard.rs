@@ -56,6 +56,11 @@ struct HistoryRecorder {
     normalize: Option<std::sync::Arc<plumbline_config::Normalizer>>,
     grader: Grader,
     open: Option<plumbline_store::SqliteStore>,
+    /// The configuration's alert channels: what the guard records is queued
+    /// in the store's outbox as `watch` queues it (a running watcher, or
+    /// `watch --once`, sends it).
+    alerts: Option<crate::config::Config>,
+    taxonomy: Taxonomy,
     /// The baseline is the store's: a server's first observation is its
     /// baseline until a change is accepted, so the guard must not be the
     /// one to make it (trust on first use is what it exists to avoid).
@@ -103,14 +108,28 @@ impl Recorder for HistoryRecorder {
                 observation,
             }],
         )?;
+        let queued = match &self.alerts {
+            Some(config) => {
+                plumbline_watch::alerting::enqueue(store, config, &recorded, self.taxonomy)?.len()
+            }
+            None => 0,
+        };
         let r = recorded.first().context("nothing recorded")?;
         Ok(format!(
-            "{}: recorded observation {} ({}, drift {}, {} withheld)",
+            "{}: recorded observation {} ({}, drift {}, {} withheld{})",
             seen.server,
             r.observation.0,
             crate::gate::plural(r.tools, "tool"),
             r.severity(),
-            seen.withheld.len()
+            seen.withheld.len(),
+            if queued > 0 {
+                format!(
+                    "; alerts queued for {}",
+                    crate::gate::plural(queued, "channel")
+                )
+            } else {
+                String::new()
+            }
         ))
     }
 }
@@ -172,11 +191,16 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         },
         max_age: Duration::from_secs_f64(args.max_age),
     };
-    let limits = if args.config.path.exists() {
-        Config::load(&args.config.path)?.limits.limits()?
+    let config = if args.config.path.exists() {
+        Some(Config::load(&args.config.path)?)
     } else {
-        Default::default()
+        None
     };
+    let limits = match &config {
+        Some(c) => c.limits.limits()?,
+        None => Default::default(),
+    };
+    let alerts = config.filter(|c| !c.alerts.is_empty());
     let options = plumbline_guard::stdio::Options {
         server: server.clone(),
         spec,
@@ -193,6 +217,8 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
             normalize,
             grader: Grader::new(taxonomy),
             open: None,
+            alerts: alerts.clone(),
+            taxonomy,
             store_is_baseline,
         }) as Box<dyn Recorder>
     });

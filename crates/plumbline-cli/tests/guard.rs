@@ -165,6 +165,11 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
         serde_json::to_vec(&json!([phase0(), phase1()])).unwrap(),
     )
     .unwrap();
+    // An alert channel: what the guard records is queued as `watch`
+    // queues it.
+    let mut config = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
+    config.push_str("\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n");
+    std::fs::write(d.join("plumbline.toml"), &config).unwrap();
     let marker = format!("guard-rug-pull-{}", std::process::id());
     let server = test_server().display().to_string();
     let both = d.join("both.json").display().to_string();
@@ -239,6 +244,9 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     // Accept the change: the guard notices the lock, tells the client once,
     // and offers the tool again.
     configure(d, &phase1());
+    let mut config = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
+    config.push_str("\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n");
+    std::fs::write(d.join("plumbline.toml"), &config).unwrap();
     let o = plumbline(d, &["pin", "--update", "shop", "add"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     c.list_changed();
@@ -256,6 +264,15 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let timeline = String::from_utf8_lossy(&o.stdout);
     assert!(timeline.contains("CRITICAL"), "{timeline}");
+    // The rug pull's alert went to the outbox; a watcher round sends it.
+    assert!(log.contains("alerts queued for 1 channel"), "{log}");
+    let o = plumbline(d, &["watch", "--once", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let sent = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        sent.contains("\"add\"") && sent.contains("CRITICAL"),
+        "{sent}"
+    );
 
     let marker = format!("PLUMBLINE_TEST_MARKER={marker}");
     let mut left = processes_with(&marker);

@@ -11,7 +11,7 @@ use plumbline_store::{NewAlert, SqliteStore, Store};
 use plumbline_taxonomy::Taxonomy;
 
 /// The channels of `config`, as the alert policy sees them.
-pub(crate) fn channels(config: &Config) -> Vec<Channel> {
+pub fn channels(config: &Config) -> Vec<Channel> {
     config
         .alerts
         .iter()
@@ -24,7 +24,7 @@ pub(crate) fn channels(config: &Config) -> Vec<Channel> {
 
 /// Queues the alerts of each recorded observation; returns the channels
 /// that got new ones (to wake their delivery).
-pub(crate) fn enqueue(
+pub fn enqueue(
     store: &mut SqliteStore,
     config: &Config,
     recorded: &[Recorded],

@@ -28,7 +28,7 @@
 pub mod metrics;
 pub mod observe;
 
-mod alerting;
+pub mod alerting;
 mod delivery;
 mod schedule;
 mod worker;
