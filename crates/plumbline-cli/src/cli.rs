@@ -362,6 +362,14 @@ pub struct GuardArgs {
     /// server's tools again first.
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     pub max_age: f64,
+    /// Serve Streamable HTTP on this loopback address (PORT 0: any free
+    /// port; the address is printed on stderr) and relay to --upstream (or
+    /// to the configured HTTP server named by --server).
+    #[arg(long, value_name = "127.0.0.1:PORT", conflicts_with = "command")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The upstream MCP endpoint for --listen.
+    #[arg(long, value_name = "URL", requires = "listen")]
+    pub upstream: Option<String>,
     /// Do not record the listings in the store (by default each judged
     /// listing is an observation in the history, as `watch` records it,
     /// with what was withheld).

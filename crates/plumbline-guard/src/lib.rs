@@ -21,6 +21,7 @@
 //! What the guard cannot judge (the baseline unreadable, a listing that
 //! broke its bounds) follows [`OnError`]; by default it blocks.
 
+pub mod http;
 pub mod judge;
 pub mod stdio;
 

@@ -38,7 +38,7 @@ const METHOD: &str = "mcp-method";
 
 /// rustls with the `ring` provider: the default aws-lc-rs build compiles C
 /// for minutes on two cores, and we need nothing it adds.
-pub(crate) fn client(limits: &Limits) -> Result<Client, ListError> {
+pub fn client(limits: &Limits) -> Result<Client, ListError> {
     static PROVIDER: Once = Once::new();
     PROVIDER.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

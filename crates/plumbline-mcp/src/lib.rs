@@ -42,6 +42,7 @@ pub use stdio::StdioSpec;
 /// than speaking MCP itself.
 pub mod wire {
     pub use crate::framing::read_line;
+    pub use crate::http::client as http_client;
     pub use crate::sse::{Event as SseEvent, Parser as SseParser};
     pub use crate::stdio::{command, ProcessGroup};
 }

@@ -1,0 +1,676 @@
+//! The guard over Streamable HTTP: `plumbline guard --listen ADDR
+//! --upstream URL`. Every request is passed upstream and its answer
+//! streamed back (JSON or SSE, event ids and `retry` as sent), with the
+//! same three exceptions as over stdio: `tools/list` is answered by the
+//! guard from its own judged listing, `tools/call` is checked against it,
+//! and a `list_changed` on any stream marks the session's listing stale.
+//! Sessions are the upstream's own: the `Mcp-Session-Id` goes through
+//! unchanged, so one client session is one upstream session.
+//!
+//! Checked on every request: `Host` and `Origin` name the guard's own
+//! loopback address (403 otherwise, against DNS rebinding); on the
+//! 2026-07-28 wire a `tools/call` whose `Mcp-Name` header differs from
+//! `params.name` is refused (400). The client's `Authorization` is never
+//! passed upstream; upstream credentials are the configuration's headers.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use futures_util::StreamExt as _;
+use plumbline_lock::plan::RawTool;
+use plumbline_mcp::wire::SseParser;
+use plumbline_mcp::Limits;
+use plumbline_taxonomy::sanitize::for_terminal;
+use plumbline_taxonomy::Classifier;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::judge::{judge, ungraded, Judged};
+use crate::stdio::REFUSED;
+use crate::{Baseline, Counters, OnError, Policy};
+
+/// One guarded Streamable HTTP server.
+pub struct Options {
+    pub server: String,
+    /// The upstream endpoint.
+    pub upstream: String,
+    /// Sent upstream with every request (credentials from the
+    /// configuration); the client's own `Authorization` never is.
+    pub upstream_headers: Vec<(String, String)>,
+    pub policy: Policy,
+    pub classifier: Classifier,
+    pub limits: Limits,
+}
+
+/// What the guard knows of one session's tools.
+#[derive(Default)]
+struct Session {
+    judged: Option<Judged>,
+    at: Option<Instant>,
+    stale: bool,
+}
+
+struct App {
+    opts: Options,
+    /// The guard's own address: `Host` and `Origin` must name it.
+    local: SocketAddr,
+    client: reqwest::Client,
+    baseline: Mutex<Box<dyn Baseline>>,
+    sessions: Mutex<HashMap<String, Session>>,
+    counters: Mutex<Counters>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// Serves until `stop` resolves.
+pub async fn serve(
+    opts: Options,
+    baseline: Box<dyn Baseline>,
+    listener: tokio::net::TcpListener,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<Counters> {
+    let local = listener.local_addr()?;
+    let client = plumbline_mcp::wire::http_client(&opts.limits)
+        .map_err(|e| anyhow::anyhow!("the HTTP client: {e}"))?;
+    let app = Arc::new(App {
+        opts,
+        local,
+        client,
+        baseline: Mutex::new(baseline),
+        sessions: Mutex::new(HashMap::new()),
+        counters: Mutex::new(Counters::default()),
+        next: Default::default(),
+    });
+    let router = axum::Router::new()
+        .fallback(handle)
+        .with_state(Arc::clone(&app));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await?;
+    let counters = *app.counters.lock().expect("counters");
+    Ok(counters)
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Body::from(text.to_owned()))
+        .expect("a valid response")
+}
+
+fn json_response(status: StatusCode, v: &Value, extra: &[(&str, &str)]) -> Response {
+    let mut r = Response::builder()
+        .status(status)
+        .header("content-type", "application/json");
+    for (k, v) in extra {
+        r = r.header(*k, *v);
+    }
+    r.body(Body::from(v.to_string())).expect("a valid response")
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        error["data"] = d;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": error})
+}
+
+/// `Host` and `Origin` name the guard itself (a loopback name and its
+/// port): a page elsewhere that a browser was made to send here (DNS
+/// rebinding) is refused.
+fn same_host(app: &App, headers: &HeaderMap) -> bool {
+    let port = app.local.port();
+    let ok = |authority: &str| {
+        let allowed = [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        allowed.iter().any(|a| a.eq_ignore_ascii_case(authority))
+    };
+    let host = headers.get("host").and_then(|h| h.to_str().ok());
+    if !host.is_some_and(ok) {
+        return false;
+    }
+    match headers.get("origin").map(|o| o.to_str()) {
+        None => true,
+        Some(Ok(origin)) => origin
+            .strip_prefix("http://")
+            .is_some_and(|rest| ok(rest.trim_end_matches('/'))),
+        Some(Err(_)) => false,
+    }
+}
+
+/// Headers that belong to one connection, never passed on.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "host"
+            | "connection"
+            | "content-length"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "keep-alive"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "authorization"
+            | "cookie"
+    )
+}
+
+async fn handle(
+    State(app): State<Arc<App>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !same_host(&app, &headers) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "plumbline guard: Host or Origin is not this guard's own address",
+        );
+    }
+    let session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    if method == Method::POST {
+        if let Ok(msg) = serde_json::from_slice::<Value>(&body) {
+            let id = msg.get("id").cloned();
+            match (msg.get("method").and_then(Value::as_str), id) {
+                (Some("tools/list"), Some(id)) => {
+                    return list_for_client(&app, &headers, &session, &msg, &id).await;
+                }
+                (Some("tools/call"), Some(id)) => {
+                    if let Some(refusal) = check_call(&app, &headers, &session, &msg, &id).await {
+                        return refusal;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if method == Method::DELETE {
+        app.sessions.lock().expect("sessions").remove(&session);
+    }
+    forward(&app, method, &headers, body, session).await
+}
+
+/// The headers of a request passed upstream: the client's, less those of
+/// its connection and its credentials, plus the configured ones.
+fn upstream_headers(app: &App, headers: &HeaderMap) -> reqwest::header::HeaderMap {
+    let mut out = reqwest::header::HeaderMap::new();
+    for (k, v) in headers {
+        if !hop_by_hop(k) {
+            if let (Ok(k), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(k.as_str().as_bytes()),
+                reqwest::header::HeaderValue::from_bytes(v.as_bytes()),
+            ) {
+                out.append(k, v);
+            }
+        }
+    }
+    for (k, v) in &app.opts.upstream_headers {
+        if let (Ok(k), Ok(v)) = (
+            reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+            reqwest::header::HeaderValue::from_str(v),
+        ) {
+            out.insert(k, v);
+        }
+    }
+    out
+}
+
+async fn forward(
+    app: &Arc<App>,
+    method: Method,
+    headers: &HeaderMap,
+    body: Bytes,
+    session: String,
+) -> Response {
+    let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
+        return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    };
+    let sent = app
+        .client
+        .request(m, &app.opts.upstream)
+        .headers(upstream_headers(app, headers))
+        .body(body)
+        .send()
+        .await;
+    let upstream = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            return plain(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "plumbline guard: the upstream server could not be reached: {}",
+                    plumbline_base::error_chain(&e)
+                ),
+            )
+        }
+    };
+    let mut response = Response::builder().status(upstream.status().as_u16());
+    for (k, v) in upstream.headers() {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_str().as_bytes()),
+            HeaderValue::from_bytes(v.as_bytes()),
+        ) {
+            if !hop_by_hop(&k) {
+                response = response.header(k, v);
+            }
+        }
+    }
+    let sse = upstream
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"));
+    // A new session's id is the one the upstream gave.
+    let session = upstream
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map_or(session, str::to_owned);
+    let max = app.opts.limits.max_message_bytes;
+    let watcher = Arc::clone(app);
+    let mut parser = SseParser::new(max);
+    // Chunks go on as they come; on an event stream each is also read for
+    // a `list_changed`, which makes the session's listing stale.
+    let stream = upstream.bytes_stream().map(move |chunk| {
+        if let (true, Ok(bytes)) = (sse, &chunk) {
+            if let Ok(events) = parser.push(bytes) {
+                for e in events {
+                    if e.data
+                        .windows(33)
+                        .any(|w| w == b"notifications/tools/list_changed")
+                    {
+                        let mut sessions = watcher.sessions.lock().expect("sessions");
+                        sessions.entry(session.clone()).or_default().stale = true;
+                    }
+                }
+            }
+        }
+        chunk
+    });
+    response
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "an unusable upstream response"))
+}
+
+/// The client's request's `_meta` (2026-07-28), which the guard's own
+/// requests carry too.
+fn meta_of(msg: &Value) -> Option<Value> {
+    msg.pointer("/params/_meta")
+        .filter(|m| m.get("io.modelcontextprotocol/protocolVersion").is_some())
+        .cloned()
+}
+
+/// Lists every page upstream in the client's session and judges it.
+async fn judge_session(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    session: &str,
+    meta: Option<Value>,
+) -> Result<Judged, String> {
+    let deadline = Instant::now() + app.opts.limits.list_timeout;
+    let listed = tokio::time::timeout_at(deadline, list_upstream(app, headers, meta)).await;
+    let tools = match listed {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return Err(format!(
+                "listing the server's tools took more than {:?}",
+                app.opts.limits.list_timeout
+            ))
+        }
+    };
+    let judged = {
+        let mut baseline = app.baseline.lock().expect("baseline");
+        match baseline.load() {
+            Ok(base) => judge(
+                &app.opts.classifier,
+                base.as_ref(),
+                &tools,
+                &app.opts.policy,
+            )
+            .map_err(|e| format!("{e:#}")),
+            Err(e) => Err(format!("reading the baseline: {e:#}")),
+        }
+    };
+    let judged = match judged {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!(
+                "plumbline guard: {}: {}",
+                for_terminal(&app.opts.server, false),
+                for_terminal(&e, false)
+            );
+            ungraded(&tools, &e, app.opts.policy.on_error == OnError::Block)
+        }
+    };
+    for w in judged.withheld.values() {
+        eprintln!(
+            "plumbline guard: {}: withheld {}: {}",
+            for_terminal(&app.opts.server, false),
+            for_terminal(&w.name, false),
+            for_terminal(&w.describe(), false)
+        );
+    }
+    {
+        let mut c = app.counters.lock().expect("counters");
+        c.listings += 1;
+        c.withheld += judged.withheld.len() as u64;
+    }
+    let mut sessions = app.sessions.lock().expect("sessions");
+    let s = sessions.entry(session.to_owned()).or_default();
+    s.judged = Some(judged.clone());
+    s.at = Some(Instant::now());
+    s.stale = false;
+    Ok(judged)
+}
+
+async fn list_upstream(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    meta: Option<Value>,
+) -> Result<Vec<RawTool>, String> {
+    let limits = &app.opts.limits;
+    let mut tools: Vec<RawTool> = Vec::new();
+    let mut cursors = std::collections::HashSet::new();
+    let mut cursor: Option<String> = None;
+    for page in 1.. {
+        if page > limits.max_pages {
+            return Err(format!(
+                "the server's listing goes on past {} pages",
+                limits.max_pages
+            ));
+        }
+        let n = app.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("plumbline-guard/{n}");
+        let mut params = json!({});
+        if let Some(c) = &cursor {
+            params["cursor"] = json!(c);
+        }
+        if let Some(m) = &meta {
+            params["_meta"] = m.clone();
+        }
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+        let mut h = upstream_headers(app, headers);
+        h.insert(
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::HeaderValue::from_static("application/json"),
+        );
+        h.insert(
+            reqwest::header::ACCEPT,
+            reqwest::header::HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if meta.is_some() {
+            h.insert(
+                "mcp-method",
+                reqwest::header::HeaderValue::from_static("tools/list"),
+            );
+        }
+        let response = app
+            .client
+            .post(&app.opts.upstream)
+            .headers(h)
+            .body(request.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("listing upstream: {}", plumbline_base::error_chain(&e)))?;
+        if !response.status().is_success() {
+            return Err(format!(
+                "the server answered tools/list with HTTP {}",
+                response.status()
+            ));
+        }
+        let sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let reply = read_reply(response, sse, &id, limits.max_message_bytes).await?;
+        #[derive(serde::Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow)]
+            result: Option<PageResult<'a>>,
+            error: Option<Value>,
+        }
+        #[derive(serde::Deserialize)]
+        struct PageResult<'a> {
+            #[serde(borrow)]
+            tools: Vec<&'a RawValue>,
+            #[serde(rename = "nextCursor")]
+            next_cursor: Option<String>,
+        }
+        let page: Page<'_> = serde_json::from_slice(&reply)
+            .map_err(|e| format!("a tools/list page is not a list of tools: {e}"))?;
+        if let Some(e) = page.error {
+            return Err(format!("the server answered tools/list with an error: {e}"));
+        }
+        let result = page.result.ok_or("a tools/list reply without a result")?;
+        for t in result.tools {
+            let raw = t.get().as_bytes().to_vec();
+            tools.push((plumbline_taxonomy::json::tool_name(&raw), raw));
+        }
+        if tools.len() > limits.max_tools {
+            return Err(format!(
+                "the server listed more than {} tools",
+                limits.max_tools
+            ));
+        }
+        match result.next_cursor.filter(|c| !c.is_empty()) {
+            Some(c) => {
+                if !cursors.insert(c.clone()) {
+                    return Err(format!("the server repeated the cursor {c:?}"));
+                }
+                cursor = Some(c);
+            }
+            None => break,
+        }
+    }
+    Ok(tools)
+}
+
+/// The reply with `id` in a JSON answer or an SSE stream, bounded.
+async fn read_reply(
+    response: reqwest::Response,
+    sse: bool,
+    id: &str,
+    max: usize,
+) -> Result<Vec<u8>, String> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    let mut parser = SseParser::new(max);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("reading the answer: {e}"))?;
+        if !sse {
+            if body.len() + chunk.len() > max {
+                return Err(format!("a message longer than {max} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+            continue;
+        }
+        let events = parser
+            .push(&chunk)
+            .map_err(|max| format!("an event longer than {max} bytes"))?;
+        for e in events {
+            let Ok(v) = serde_json::from_slice::<Value>(&e.data) else {
+                continue;
+            };
+            if v.get("id") == Some(&json!(id)) {
+                return Ok(e.data);
+            }
+        }
+    }
+    if sse {
+        return Err("the event stream ended without the tools/list reply".to_owned());
+    }
+    Ok(body)
+}
+
+/// The judged set of a session, fetched again when stale or old.
+async fn fresh_judgment(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    session: &str,
+    meta: Option<Value>,
+) -> Result<Judged, String> {
+    let cached = {
+        let sessions = app.sessions.lock().expect("sessions");
+        sessions.get(session).and_then(|s| {
+            let fresh = !s.stale
+                && s.at
+                    .is_some_and(|at| at.elapsed() <= app.opts.policy.max_age);
+            fresh.then(|| s.judged.clone()).flatten()
+        })
+    };
+    match cached {
+        Some(j) => Ok(j),
+        None => judge_session(app, headers, session, meta).await,
+    }
+}
+
+async fn list_for_client(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    session: &str,
+    msg: &Value,
+    id: &Value,
+) -> Response {
+    if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
+        return json_response(
+            StatusCode::OK,
+            &rpc_error(
+                id,
+                -32602,
+                "invalid cursor: plumbline guard answers tools/list in one page and issued no cursor",
+                None,
+            ),
+            &[],
+        );
+    }
+    let meta = meta_of(msg);
+    match judge_session(app, headers, session, meta.clone()).await {
+        Ok(judged) => {
+            let mut result = String::from("{\"tools\":[");
+            for (i, t) in judged.offered.iter().enumerate() {
+                if i > 0 {
+                    result.push(',');
+                }
+                result.push_str(std::str::from_utf8(t).unwrap_or("null"));
+            }
+            result.push(']');
+            if meta.is_some() {
+                result.push_str(
+                    ",\"resultType\":\"complete\",\"ttlMs\":0,\"cacheScope\":\"private\"",
+                );
+            }
+            result.push('}');
+            let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}");
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .expect("a valid response")
+        }
+        Err(e) => {
+            eprintln!(
+                "plumbline guard: {}: {}",
+                for_terminal(&app.opts.server, false),
+                for_terminal(&e, false)
+            );
+            let message = format!(
+                "plumbline guard could not judge the tools of {}: {e}",
+                app.opts.server
+            );
+            json_response(StatusCode::OK, &rpc_error(id, REFUSED, &message, None), &[])
+        }
+    }
+}
+
+/// `None` when the call may go upstream; else the answer refusing it.
+async fn check_call(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    session: &str,
+    msg: &Value,
+    id: &Value,
+) -> Option<Response> {
+    let name = msg.pointer("/params/name").and_then(Value::as_str)?;
+    if let Some(header) = headers.get("mcp-name") {
+        if header.as_bytes() != name.as_bytes() {
+            return Some(json_response(
+                StatusCode::BAD_REQUEST,
+                &rpc_error(
+                    id,
+                    -32600,
+                    "header mismatch: Mcp-Name differs from params.name",
+                    None,
+                ),
+                &[],
+            ));
+        }
+    }
+    let refuse = |message: String, data: Value| {
+        app.counters.lock().expect("counters").refused_calls += 1;
+        eprintln!(
+            "plumbline guard: {}: refused a call to {}",
+            for_terminal(&app.opts.server, false),
+            for_terminal(name, false)
+        );
+        Some(json_response(
+            StatusCode::OK,
+            &rpc_error(id, REFUSED, &message, Some(data)),
+            &[],
+        ))
+    };
+    let judged = match fresh_judgment(app, headers, session, meta_of(msg)).await {
+        Ok(j) => j,
+        Err(e) if app.opts.policy.on_error == OnError::Pass => {
+            eprintln!("plumbline guard: {e}; the call passes unjudged (--on-error pass)");
+            return None;
+        }
+        Err(e) => {
+            return refuse(
+                format!(
+                    "plumbline guard refused the call to {name:?}: the tools of {} could not be judged: {e}",
+                    app.opts.server
+                ),
+                json!({"tool": name, "why": {"kind": "not_graded"}}),
+            )
+        }
+    };
+    if judged.allowed.contains(name) {
+        return None;
+    }
+    let review = app.baseline.lock().expect("baseline").how_to_review(name);
+    match judged.withheld.get(name) {
+        Some(w) => refuse(
+            format!(
+                "plumbline guard withheld the tool {name:?} of {}: {}; {review}",
+                app.opts.server,
+                w.describe()
+            ),
+            json!({"tool": name, "severity": w.severity, "rules": w.rules, "why": w.why, "review": review}),
+        ),
+        None => refuse(
+            format!(
+                "plumbline guard: {} lists no tool {name:?}",
+                app.opts.server
+            ),
+            json!({"tool": name, "why": {"kind": "not_listed"}}),
+        ),
+    }
+}
