@@ -3,6 +3,13 @@
 const net = require('net');
 const listen = net.Server.prototype.listen;
 net.Server.prototype.listen = function (...args) {
+  // With PLUMBLINE_LOOPBACK_REPORT set, the port bound (PORT=0: the OS's
+  // choice) is said on stderr, so a test need not pick one beforehand.
+  if (process.env.PLUMBLINE_LOOPBACK_REPORT) {
+    this.once('listening', () => {
+      process.stderr.write(`plumbline-loopback: listening on 127.0.0.1:${this.address().port}\n`);
+    });
+  }
   if (typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\d+$/.test(args[0]))) {
     const port = Number(args[0]);
     const cb = args.find((a) => typeof a === 'function');
