@@ -868,3 +868,177 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
     let log = log.lock().unwrap().clone();
     assert!(log.contains("withheld add"), "{log}");
 }
+
+/// One HTTP/1.1 request to the guard; the response's head and body.
+fn http_exchange(port: &str, method: &str, session: Option<&str>, body: &str) -> (String, String) {
+    use std::io::Read as _;
+    let mut s = std::net::TcpStream::connect(port).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let session = session
+        .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} /mcp HTTP/1.1\r\nHost: {port}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.to_owned(), body.to_owned())
+}
+
+/// The JSON-RPC message in a body: plain JSON, or an SSE `data:` line.
+fn message_in(body: &str) -> Value {
+    serde_json::from_str(body.trim()).unwrap_or_else(|_| {
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix("data: ")
+                    .and_then(|d| serde_json::from_str(d).ok())
+            })
+            .unwrap_or_else(|| panic!("no JSON-RPC message in {body:?}"))
+    })
+}
+
+/// Over HTTP too, a review reaches the client: the guard writes its own
+/// `list_changed` into the session's GET stream (between the server's
+/// events), and the next listing offers the accepted tool.
+#[test]
+fn over_http_a_review_is_told_on_the_sessions_get_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("p0.json"), json!([phase0()]).to_string()).unwrap();
+    std::fs::write(d.join("p1.json"), json!([phase1()]).to_string()).unwrap();
+    let before = common::HttpServer::start(&["--phases", &d.join("p0.json").display().to_string()]);
+    let after = common::HttpServer::start(&["--phases", &d.join("p1.json").display().to_string()]);
+    let configure = |url: &str| {
+        std::fs::write(
+            d.join("plumbline.toml"),
+            format!("[servers.shop]\ntransport = \"http\"\nurl = {url:?}\n"),
+        )
+        .unwrap()
+    };
+    configure(&before.url);
+    let o = plumbline(d, &["pin", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut guard = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args([
+            "guard",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &after.url,
+            "--server",
+            "shop",
+            "--lock",
+            "plumbline.lock",
+        ])
+        .current_dir(d)
+        .env_remove("PLUMBLINE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(guard.stderr.take().unwrap()).lines();
+    let url = loop {
+        let line = lines
+            .next()
+            .expect("the guard says where it listens")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("plumbline guard: listening on ") {
+            break rest.split_whitespace().next().unwrap().to_owned();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let port = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+
+    let (head, _) = http_exchange(
+        &port,
+        "POST",
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).to_string(),
+    );
+    let session = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(": ")?;
+            k.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id in {head}"));
+    http_exchange(
+        &port,
+        "POST",
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+
+    // The GET stream, read on its own thread.
+    let (tx, events) = std::sync::mpsc::channel::<String>();
+    {
+        let port = port.clone();
+        let session = session.clone();
+        std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(&port).unwrap();
+            write!(
+                s,
+                "GET /mcp HTTP/1.1\r\nHost: {port}\r\nMcp-Session-Id: {session}\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            .unwrap();
+            for line in BufReader::new(s).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let names = |id: u64| -> Vec<String> {
+        let (_, body) = http_exchange(
+            &port,
+            "POST",
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}}).to_string(),
+        );
+        message_in(&body)["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(2), ["echo"]);
+    // The stream is open once its response head has come.
+    loop {
+        let line = events
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the GET stream opens");
+        if line.is_empty() {
+            break;
+        }
+    }
+    configure(&after.url);
+    let o = plumbline(d, &["pin", "--update", "shop", "add"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    loop {
+        let line = events
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the guard's list_changed on the GET stream");
+        if line.contains("notifications/tools/list_changed") {
+            break;
+        }
+    }
+    assert_eq!(names(3), ["add", "echo"]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    guard.wait().unwrap();
+}

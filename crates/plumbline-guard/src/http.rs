@@ -51,10 +51,19 @@ pub struct Options {
 /// What the guard knows of one session's tools.
 #[derive(Default)]
 struct Session {
+    /// The last listing, as sent, and its verdict.
+    tools: Option<Vec<RawTool>>,
     judged: Option<Judged>,
     at: Option<Instant>,
     stale: bool,
+    /// The session's GET streams: each is told (once) when a verdict
+    /// changes on the guard's side, and sends the client a `list_changed`.
+    streams: Vec<tokio::sync::mpsc::Sender<()>>,
 }
+
+/// The guard's own `list_changed`, as one SSE event.
+const OWN_LIST_CHANGED: &[u8] =
+    b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
 
 struct App {
     opts: Options,
@@ -65,6 +74,8 @@ struct App {
     sessions: Mutex<HashMap<String, Session>>,
     counters: Mutex<Counters>,
     next: std::sync::atomic::AtomicU64,
+    /// The baseline as last loaded, to notice a review.
+    loaded: Mutex<Option<Result<Option<plumbline_lock::LockedServer>, String>>>,
 }
 
 /// Serves until `stop` resolves.
@@ -85,15 +96,91 @@ pub async fn serve(
         sessions: Mutex::new(HashMap::new()),
         counters: Mutex::new(Counters::default()),
         next: Default::default(),
+        loaded: Mutex::new(None),
+    });
+    // A review (pin --update, an accept on the dashboard) re-judges every
+    // session's last listing; a session whose allowed set changed is told.
+    let polling = Arc::clone(&app);
+    let poll = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            rejudge_on_review(&polling);
+        }
     });
     let router = axum::Router::new()
         .fallback(handle)
         .with_state(Arc::clone(&app));
-    axum::serve(listener, router)
-        .with_graceful_shutdown(stop)
-        .await?;
+    // On `stop`, requests in flight get a moment to finish; an open
+    // notification stream would otherwise keep the guard up for ever.
+    let (stopping, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = stopping.send(true);
+    });
+    let mut graceful = stopped.clone();
+    let mut deadline = stopped;
+    let served = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let _ = graceful.wait_for(|s| *s).await;
+    });
+    let served = tokio::select! {
+        r = served => r,
+        () = async move {
+            let _ = deadline.wait_for(|s| *s).await;
+            tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        } => Ok(()),
+    };
+    poll.abort();
+    served?;
     let counters = *app.counters.lock().expect("counters");
     Ok(counters)
+}
+
+/// Loads the baseline; when it changed since last loaded, re-judges each
+/// session's last listing and tells the sessions whose allowed set changed.
+fn rejudge_on_review(app: &Arc<App>) {
+    let now = app
+        .baseline
+        .lock()
+        .expect("baseline")
+        .load()
+        .map_err(|e| format!("{e:#}"));
+    {
+        let mut loaded = app.loaded.lock().expect("loaded");
+        if loaded.as_ref() == Some(&now) {
+            return;
+        }
+        let first = loaded.is_none();
+        *loaded = Some(now.clone());
+        if first {
+            return;
+        }
+    }
+    let block = app.opts.policy.on_error == OnError::Block;
+    let mut told = 0;
+    let mut sessions = app.sessions.lock().expect("sessions");
+    for s in sessions.values_mut() {
+        let (Some(tools), Some(before)) = (&s.tools, &s.judged) else {
+            continue;
+        };
+        let judged = match &now {
+            Ok(base) => judge(&app.opts.classifier, base.as_ref(), tools, &app.opts.policy)
+                .unwrap_or_else(|e| ungraded(tools, &format!("{e:#}"), block)),
+            Err(e) => ungraded(tools, e, block),
+        };
+        if judged.allowed != before.allowed {
+            s.streams.retain(|tx| !tx.is_closed());
+            for tx in &s.streams {
+                let _ = tx.try_send(());
+            }
+            told += 1;
+        }
+        s.judged = Some(judged);
+    }
+    drop(sessions);
+    if told > 0 {
+        app.counters.lock().expect("counters").own_list_changed += told;
+    }
 }
 
 fn plain(status: StatusCode, text: &str) -> Response {
@@ -285,23 +372,60 @@ async fn forward(
     let max = app.opts.limits.max_message_bytes;
     let watcher = Arc::clone(app);
     let mut parser = SseParser::new(max);
+    // A GET stream also carries the guard's own `list_changed`.
+    let mut own = if method == Method::GET && sse {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut sessions = app.sessions.lock().expect("sessions");
+        sessions
+            .entry(session.clone())
+            .or_default()
+            .streams
+            .push(tx);
+        Some(rx)
+    } else {
+        None
+    };
+    let mut owed = 0usize;
+    let mut upstream = Box::pin(upstream.bytes_stream());
     // Chunks go on as they come; on an event stream each is also read for
-    // a `list_changed`, which makes the session's listing stale.
-    let stream = upstream.bytes_stream().map(move |chunk| {
-        if let (true, Ok(bytes)) = (sse, &chunk) {
-            if let Ok(events) = parser.push(bytes) {
-                for e in events {
-                    if e.data
-                        .windows(33)
-                        .any(|w| w == b"notifications/tools/list_changed")
-                    {
-                        let mut sessions = watcher.sessions.lock().expect("sessions");
-                        sessions.entry(session.clone()).or_default().stale = true;
+    // a `list_changed`, which makes the session's listing stale, and the
+    // guard's own events go in only between the server's.
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        use std::task::Poll;
+        loop {
+            if owed > 0 && parser.between_events() {
+                owed -= 1;
+                return Poll::Ready(Some(Ok(Bytes::from_static(OWN_LIST_CHANGED))));
+            }
+            if let Some(rx) = own.as_mut() {
+                match rx.poll_recv(cx) {
+                    Poll::Ready(Some(())) => {
+                        owed += 1;
+                        continue;
                     }
+                    Poll::Ready(None) => own = None,
+                    Poll::Pending => {}
                 }
             }
+            return match futures_util::Stream::poll_next(upstream.as_mut(), cx) {
+                Poll::Ready(Some(Ok(bytes))) => {
+                    if sse {
+                        if let Ok(events) = parser.push(&bytes) {
+                            if events.iter().any(|e| {
+                                e.data
+                                    .windows(33)
+                                    .any(|w| w == b"notifications/tools/list_changed")
+                            }) {
+                                let mut sessions = watcher.sessions.lock().expect("sessions");
+                                sessions.entry(session.clone()).or_default().stale = true;
+                            }
+                        }
+                    }
+                    Poll::Ready(Some(Ok(bytes)))
+                }
+                other => other,
+            };
         }
-        chunk
     });
     response
         .body(Body::from_stream(stream))
@@ -374,6 +498,7 @@ async fn judge_session(
     }
     let mut sessions = app.sessions.lock().expect("sessions");
     let s = sessions.entry(session.to_owned()).or_default();
+    s.tools = Some(tools);
     s.judged = Some(judged.clone());
     s.at = Some(Instant::now());
     s.stale = false;

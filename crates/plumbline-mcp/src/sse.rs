@@ -36,6 +36,8 @@ pub struct Parser {
     last_event_id: Option<String>,
     /// The latest `retry` field: how long to wait before reconnecting.
     retry: Option<Duration>,
+    /// A field line of an event not yet ended by its blank line was read.
+    in_event: bool,
 }
 
 impl Parser {
@@ -49,6 +51,7 @@ impl Parser {
             id_buffer: None,
             last_event_id: None,
             retry: None,
+            in_event: false,
         }
     }
 
@@ -66,6 +69,13 @@ impl Parser {
         self.event.clear();
         self.data.clear();
         self.has_data = false;
+    }
+
+    /// Whether the bytes pushed so far end between events: no partial
+    /// line, and no field of an unfinished event. An event of one's own
+    /// inserted into the stream here cannot split or join the server's.
+    pub fn between_events(&self) -> bool {
+        self.pending.is_empty() && !self.in_event
     }
 
     /// The reconnection time the server asked for, if it did.
@@ -101,6 +111,7 @@ impl Parser {
                 }
                 self.event.clear();
                 self.has_data = false;
+                self.in_event = false;
                 continue;
             }
             let (field, value) = match line.iter().position(|&b| b == b':') {
@@ -111,6 +122,7 @@ impl Parser {
                 }
                 None => (line, &b""[..]),
             };
+            self.in_event = true;
             match field {
                 b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
                 // An ID with U+0000 is ignored (the SSE specification). One
@@ -160,6 +172,20 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn it_knows_when_the_stream_is_between_events() {
+        let mut p = Parser::new(1024);
+        assert!(p.between_events());
+        p.push(b"id: 7\n").unwrap();
+        assert!(!p.between_events(), "a field of an unfinished event");
+        p.push(b"data: {\"a\":1}\n\n").unwrap();
+        assert!(p.between_events());
+        p.push(b"data: {\"b").unwrap();
+        assert!(!p.between_events(), "a partial line");
+        p.push(b"\":2}\n\n: a comment\n").unwrap();
+        assert!(p.between_events(), "a comment is not an event");
+    }
 
     #[test]
     fn events_split_across_chunks() {
