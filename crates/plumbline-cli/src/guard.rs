@@ -356,6 +356,19 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
     };
     let server = args.server.clone().unwrap_or_else(|| upstream.clone());
     let (baseline, lock_taxonomy) = baseline_for(args, &server)?;
+    let store_is_baseline = lock_taxonomy.is_none();
+    let identity = match configured {
+        Some(c) => c.identity(),
+        None => serde_json::json!({
+            "transport": "http",
+            "url": plumbline_base::redact::redact_url(&upstream),
+            "headers": Vec::<String>::new(),
+        }),
+    };
+    let normalize = match configured {
+        Some(c) => c.normalizer()?.map(std::sync::Arc::new),
+        None => None,
+    };
     let taxonomy = args
         .taxonomy
         .taxonomy
@@ -366,6 +379,19 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         Some(c) => c.limits.limits()?,
         None => Default::default(),
     };
+    let recorder: Option<Box<dyn Recorder>> = (!args.no_record).then(|| {
+        Box::new(HistoryRecorder {
+            store: args.store.path.clone(),
+            registry: args.config.path.clone(),
+            identity,
+            normalize,
+            grader: Grader::new(taxonomy),
+            open: None,
+            alerts: config.clone().filter(|c| !c.alerts.is_empty()),
+            taxonomy,
+            store_is_baseline,
+        }) as Box<dyn Recorder>
+    });
     let options = plumbline_guard::http::Options {
         server: server.clone(),
         upstream,
@@ -392,7 +418,7 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
             }
         };
-        plumbline_guard::http::serve(options, baseline, listener, stop).await
+        plumbline_guard::http::serve(options, baseline, recorder, listener, stop).await
     })?;
     eprintln!(
         "plumbline guard: {}: stopped; {} judged, {} withheld, {} refused",

@@ -741,6 +741,8 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
             "shop",
             "--lock",
             "plumbline.lock",
+            "--store",
+            "g.db",
         ])
         .current_dir(d)
         .env_remove("PLUMBLINE_CONFIG")
@@ -867,6 +869,15 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
     assert!(guard.wait().unwrap().success());
     let log = log.lock().unwrap().clone();
     assert!(log.contains("withheld add"), "{log}");
+    // Each listing the guard judged over HTTP is an observation too.
+    assert!(log.contains("recorded observation"), "{log}");
+    let o = plumbline(d, &["log", "shop", "--store", "g.db", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("\"outcome\":\"ok\""),
+        "{}",
+        text(&o)
+    );
 }
 
 /// One HTTP/1.1 request to the guard; the response's head and body.
@@ -933,6 +944,7 @@ fn over_http_a_review_is_told_on_the_sessions_get_stream() {
             "shop",
             "--lock",
             "plumbline.lock",
+            "--no-record",
         ])
         .current_dir(d)
         .env_remove("PLUMBLINE_CONFIG")

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use crate::judge::{judge, ungraded, Judged};
 use crate::stdio::REFUSED;
-use crate::{Baseline, Counters, OnError, Policy};
+use crate::{Baseline, Counters, OnError, Policy, Recorder, Recording, Seen};
 
 /// One guarded Streamable HTTP server.
 pub struct Options {
@@ -76,12 +76,14 @@ struct App {
     next: std::sync::atomic::AtomicU64,
     /// The baseline as last loaded, to notice a review.
     loaded: Mutex<Option<Result<Option<plumbline_lock::LockedServer>, String>>>,
+    record: Mutex<Option<Recording>>,
 }
 
 /// Serves until `stop` resolves.
 pub async fn serve(
     opts: Options,
     baseline: Box<dyn Baseline>,
+    recorder: Option<Box<dyn Recorder>>,
     listener: tokio::net::TcpListener,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Counters> {
@@ -97,6 +99,7 @@ pub async fn serve(
         counters: Mutex::new(Counters::default()),
         next: Default::default(),
         loaded: Mutex::new(None),
+        record: Mutex::new(recorder.map(Recording::start)),
     });
     // A review (pin --update, an accept on the dashboard) re-judges every
     // session's last listing; a session whose allowed set changed is told.
@@ -131,6 +134,10 @@ pub async fn serve(
         } => Ok(()),
     };
     poll.abort();
+    let recording = app.record.lock().expect("recording").take();
+    if let Some(r) = recording {
+        r.finish().await;
+    }
     served?;
     let counters = *app.counters.lock().expect("counters");
     Ok(counters)
@@ -181,6 +188,12 @@ fn rejudge_on_review(app: &Arc<App>) {
     if told > 0 {
         app.counters.lock().expect("counters").own_list_changed += told;
     }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn plain(status: StatusCode, text: &str) -> Response {
@@ -448,6 +461,19 @@ async fn judge_session(
     meta: Option<Value>,
 ) -> Result<Judged, String> {
     let deadline = Instant::now() + app.opts.limits.list_timeout;
+    let started_at_ms = now_ms();
+    let stateless = meta.is_some();
+    let protocol_version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| {
+            meta.as_ref()
+                .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
     let listed = tokio::time::timeout_at(deadline, list_upstream(app, headers, meta)).await;
     let tools = match listed {
         Ok(Ok(t)) => t,
@@ -495,6 +521,41 @@ async fn judge_session(
         let mut c = app.counters.lock().expect("counters");
         c.listings += 1;
         c.withheld += judged.withheld.len() as u64;
+    }
+    if let Some(r) = app.record.lock().expect("recording").as_ref() {
+        let seen = Seen {
+            server: app.opts.server.clone(),
+            listing: plumbline_mcp::Listing {
+                era: if stateless {
+                    plumbline_mcp::Era::Stateless
+                } else {
+                    plumbline_mcp::Era::Session
+                },
+                protocol_version,
+                server_info: None,
+                capabilities: None,
+                instructions: None,
+                tools: tools
+                    .iter()
+                    .map(|(name, raw)| plumbline_mcp::ListedTool {
+                        raw: raw.clone(),
+                        name: name.clone(),
+                    })
+                    .collect(),
+                problems: Vec::new(),
+                pages: 0,
+                relisted: false,
+            },
+            withheld: judged.withheld.values().cloned().collect(),
+            started_at_ms,
+            finished_at_ms: now_ms(),
+        };
+        if !r.send(seen) {
+            eprintln!(
+                "plumbline guard: {}: the recorder is behind; this listing is not recorded",
+                for_terminal(&app.opts.server, false)
+            );
+        }
     }
     let mut sessions = app.sessions.lock().expect("sessions");
     let s = sessions.entry(session.to_owned()).or_default();

@@ -159,6 +159,58 @@ pub trait Recorder: Send + 'static {
     fn record(&mut self, seen: Seen) -> anyhow::Result<String>;
 }
 
+/// The recorder on a thread of its own, fed in order; a full queue drops
+/// (and the sender says so) rather than holding up the session.
+pub(crate) struct Recording {
+    pub(crate) queue: std::sync::mpsc::SyncSender<Seen>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Recording {
+    pub(crate) fn start(mut recorder: Box<dyn Recorder>) -> Recording {
+        let (queue, rx) = std::sync::mpsc::sync_channel::<Seen>(16);
+        let thread = std::thread::spawn(move || {
+            for seen in rx {
+                let server = seen.server.clone();
+                match recorder.record(seen) {
+                    Ok(line) => eprintln!(
+                        "plumbline guard: {}",
+                        plumbline_taxonomy::sanitize::for_terminal(&line, false)
+                    ),
+                    Err(e) => eprintln!(
+                        "plumbline guard: {}: recording the listing failed: {}",
+                        plumbline_taxonomy::sanitize::for_terminal(&server, false),
+                        plumbline_taxonomy::sanitize::for_terminal(&format!("{e:#}"), false)
+                    ),
+                }
+            }
+        });
+        Recording { queue, thread }
+    }
+
+    /// Hands one listing over; `false` when the recorder is behind.
+    pub(crate) fn send(&self, seen: Seen) -> bool {
+        self.queue.try_send(seen).is_ok()
+    }
+
+    /// Waits (bounded) until everything handed over is recorded: what was
+    /// judged is recorded before the guard ends, and a store that hangs
+    /// does not keep the client's process alive.
+    pub(crate) async fn finish(self) {
+        drop(self.queue);
+        let thread = self.thread;
+        let joined = tokio::task::spawn_blocking(move || thread.join());
+        if tokio::time::timeout(std::time::Duration::from_secs(10), joined)
+            .await
+            .is_err()
+        {
+            eprintln!(
+                "plumbline guard: recording did not finish within 10 s; the last listing may not be recorded"
+            );
+        }
+    }
+}
+
 /// Counters the guard keeps and reports when it ends.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {

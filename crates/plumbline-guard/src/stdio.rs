@@ -109,26 +109,7 @@ where
     let max = opts.limits.max_message_bytes;
     spawn_reader(client_in, max, tx.clone(), Event::Client, Event::ClientEnd);
     spawn_reader(stdout, max, tx, Event::Server, Event::ServerEnd);
-    // Recording runs on its own thread, fed in order; a full queue drops
-    // (and says so) rather than holding up the session.
-    let mut recording = None;
-    let record = recorder.map(|mut r| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Seen>(16);
-        recording = Some(std::thread::spawn(move || {
-            for seen in rx {
-                let server = seen.server.clone();
-                match r.record(seen) {
-                    Ok(line) => eprintln!("plumbline guard: {}", for_terminal(&line, false)),
-                    Err(e) => eprintln!(
-                        "plumbline guard: {}: recording the listing failed: {}",
-                        for_terminal(&server, false),
-                        for_terminal(&format!("{e:#}"), false)
-                    ),
-                }
-            }
-        }));
-        tx
-    });
+    let record = recorder.map(crate::Recording::start);
     let mut relay = Relay {
         record,
         peer: Peer::default(),
@@ -189,19 +170,8 @@ where
     group
         .shut_down(&mut child, relay.opts.limits.shutdown_grace)
         .await;
-    // What was judged is recorded before the guard ends (bounded: a store
-    // that hangs does not keep the client's process alive).
-    drop(relay.record.take());
-    if let Some(thread) = recording {
-        let joined = tokio::task::spawn_blocking(move || thread.join());
-        if tokio::time::timeout(Duration::from_secs(10), joined)
-            .await
-            .is_err()
-        {
-            eprintln!(
-                "plumbline guard: recording did not finish within 10 s; the last listing may not be recorded"
-            );
-        }
+    if let Some(recording) = relay.record.take() {
+        recording.finish().await;
     }
     outcome.map(|()| relay.counters)
 }
@@ -295,7 +265,7 @@ struct Walk {
 }
 
 struct Relay<O> {
-    record: Option<std::sync::mpsc::SyncSender<Seen>>,
+    record: Option<crate::Recording>,
     peer: Peer,
     out: O,
     upstream: Option<tokio::process::ChildStdin>,
@@ -835,7 +805,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             started_at_ms,
             finished_at_ms: now_ms(),
         };
-        if tx.try_send(seen).is_err() {
+        if !tx.send(seen) {
             eprintln!(
                 "plumbline guard: {}: the recorder is behind; this listing is not recorded",
                 for_terminal(&self.opts.server, false)
