@@ -120,26 +120,17 @@ fn the_suites_server_scenarios_fare_the_same_through_the_guard() {
     .unwrap();
     let o = plumbline(d, &["pin", "everything"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let mut guard = Command::new(env!("CARGO_BIN_EXE_plumbline"))
-        .args([
-            "guard",
-            "--listen",
-            "127.0.0.1:0",
+    let guard = common::HttpGuard::start(
+        d,
+        &[
             "--server",
             "everything",
             "--lock",
             "plumbline.lock",
             "--no-record",
-        ])
-        .current_dir(d)
-        .env_remove("PLUMBLINE_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let guarded = announced(&mut guard, "plumbline guard: listening on ");
-    let _guard = Killed(guard);
+        ],
+    );
+    let guarded = guard.url.clone();
 
     let direct = run_suite(&upstream);
     let through = run_suite(&guarded);

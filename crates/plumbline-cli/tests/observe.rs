@@ -439,14 +439,7 @@ fn ctrl_c_mid_observation_reaps_the_servers_it_started() {
         "{:?}",
         out
     );
-    let mut left = processes_with(&marker);
-    for _ in 0..100 {
-        if left.is_empty() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        left = processes_with(&marker);
-    }
+    let left = common::left_after_a_moment(&marker);
     assert!(left.is_empty(), "still running after Ctrl-C: {left:?}");
 }
 

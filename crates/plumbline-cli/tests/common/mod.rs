@@ -223,3 +223,88 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
     }
     pids
 }
+
+/// The pids of live processes whose environment holds `marker` once they
+/// had two seconds to go: empty when every one went.
+pub fn left_after_a_moment(marker: &str) -> Vec<u32> {
+    let mut left = processes_with(marker);
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        left = processes_with(marker);
+    }
+    left
+}
+
+/// `plumbline guard --listen 127.0.0.1:0 ARGS…` in `dir`: its address and
+/// what it says on stderr; stopped (SIGTERM) when dropped.
+pub struct HttpGuard {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT/mcp`
+    pub url: String,
+    pub log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpGuard {
+    pub fn start(dir: &Path, args: &[&str]) -> HttpGuard {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+            .args(["guard", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(dir)
+            .env_remove("PLUMBLINE_CONFIG")
+            .env_remove("PLUMBLINE_STORE")
+            .env("XDG_DATA_HOME", dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the guard starts");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("the guard says where it listens")
+                .expect("read stderr");
+            if let Some(rest) = line.strip_prefix("plumbline guard: listening on ") {
+                break rest.split_whitespace().next().expect("a URL").to_owned();
+            }
+        };
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                let mut log = sink.lock().expect("log");
+                log.push_str(&l);
+                log.push('\n');
+            }
+        });
+        HttpGuard { child, url, log }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn authority(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .expect("an authority")
+            .to_owned()
+    }
+
+    /// SIGTERM; whether it exited 0.
+    pub fn stop(&mut self) -> bool {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        self.child.wait().is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for HttpGuard {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
