@@ -860,3 +860,98 @@ async fn check_call(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app_at(port: u16) -> App {
+        App {
+            opts: Options {
+                server: "s".into(),
+                upstream: "http://127.0.0.1:1/mcp".into(),
+                upstream_headers: Vec::new(),
+                policy: Policy::default(),
+                classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
+                limits: Limits::default(),
+            },
+            local: SocketAddr::from(([127, 0, 0, 1], port)),
+            client: plumbline_mcp::wire::http_client(&Limits::default()).unwrap(),
+            baseline: Mutex::new(Box::new(crate::LockBaseline::new("x".into(), "s".into()))),
+            sessions: Mutex::new(HashMap::new()),
+            counters: Mutex::new(Counters::default()),
+            next: Default::default(),
+            loaded: Mutex::new(None),
+            record: Mutex::new(None),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn only_the_guards_own_loopback_authority_is_served() {
+        let app = app_at(8078);
+        for ok in [
+            "127.0.0.1:8078",
+            "localhost:8078",
+            "LOCALHOST:8078",
+            "[::1]:8078",
+        ] {
+            assert!(same_host(&app, &headers(&[("host", ok)])), "{ok}");
+        }
+        for bad in [
+            "evil.example:8078",
+            "127.0.0.1:8079",
+            "127.0.0.1",
+            "attacker.127.0.0.1.nip.io:8078",
+        ] {
+            assert!(!same_host(&app, &headers(&[("host", bad)])), "{bad}");
+        }
+        assert!(!same_host(&app, &HeaderMap::new()), "no Host at all");
+        let host = ("host", "127.0.0.1:8078");
+        assert!(same_host(
+            &app,
+            &headers(&[host, ("origin", "http://localhost:8078")])
+        ));
+        for bad in [
+            "http://evil.example",
+            "https://127.0.0.1:8078",
+            "null",
+            "http://127.0.0.1:8079",
+        ] {
+            assert!(
+                !same_host(&app, &headers(&[host, ("origin", bad)])),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn credentials_and_connection_headers_never_go_upstream() {
+        let app = app_at(8078);
+        let h = headers(&[
+            ("authorization", "Bearer client-token"),
+            ("cookie", "s=1"),
+            ("host", "127.0.0.1:8078"),
+            ("mcp-session-id", "abc"),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("last-event-id", "7"),
+        ]);
+        let up = upstream_headers(&app, &h);
+        assert!(up.get("authorization").is_none() && up.get("cookie").is_none());
+        assert!(up.get("host").is_none());
+        assert_eq!(up.get("mcp-session-id").unwrap(), "abc");
+        assert_eq!(up.get("last-event-id").unwrap(), "7");
+        // The configuration's credentials are the ones sent.
+        let mut app = app;
+        app.opts.upstream_headers = vec![("Authorization".into(), "Bearer configured".into())];
+        let up = upstream_headers(&app, &h);
+        assert_eq!(up.get("authorization").unwrap(), "Bearer configured");
+    }
+}
