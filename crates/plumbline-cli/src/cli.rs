@@ -367,6 +367,11 @@ pub struct GuardArgs {
     /// to the configured HTTP server named by --server).
     #[arg(long, value_name = "127.0.0.1:PORT", conflicts_with = "command")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Serve Prometheus counters at /metrics on this loopback address
+    /// (listings judged, tools withheld, calls refused, list_changed sent;
+    /// PORT 0: any free port, printed on stderr).
+    #[arg(long, value_name = "127.0.0.1:PORT")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// The upstream MCP endpoint for --listen.
     #[arg(long, value_name = "URL", requires = "listen")]
     pub upstream: Option<String>,

@@ -163,6 +163,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         None => Default::default(),
     };
     let alerts = config.filter(|c| !c.alerts.is_empty());
+    let metrics = std::sync::Arc::new(plumbline_guard::Metrics::default());
     let options = plumbline_guard::stdio::Options {
         server: server.clone(),
         spec,
@@ -170,6 +171,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,
         poll: Duration::from_secs(1),
+        metrics: std::sync::Arc::clone(&metrics),
     };
     let recorder: Option<Box<dyn Recorder>> = (!args.no_record).then(|| {
         Box::new(HistoryRecorder {
@@ -185,13 +187,17 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         }) as Box<dyn Recorder>
     });
     let runtime = crate::commands::runtime()?;
-    let result = runtime.block_on(plumbline_guard::stdio::run(
-        options,
-        baseline,
-        recorder,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-    ));
+    let result = runtime.block_on(async {
+        serve_metrics(args, &metrics, &server).await?;
+        plumbline_guard::stdio::run(
+            options,
+            baseline,
+            recorder,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        )
+        .await
+    });
     // stdin may still be read by a blocking thread: do not wait for it.
     runtime.shutdown_background();
     match result {
@@ -392,6 +398,7 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
             store_is_baseline,
         }) as Box<dyn Recorder>
     });
+    let metrics = std::sync::Arc::new(plumbline_guard::Metrics::default());
     let options = plumbline_guard::http::Options {
         server: server.clone(),
         upstream,
@@ -399,9 +406,11 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         policy: policy_of(args)?,
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,
+        metrics: std::sync::Arc::clone(&metrics),
     };
     let runtime = crate::commands::runtime()?;
     let counters = runtime.block_on(async {
+        serve_metrics(args, &metrics, &server).await?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listening on {listen}"))?;
@@ -428,4 +437,33 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         crate::gate::plural(counters.refused_calls as usize, "call"),
     );
     Ok(Outcome::Clean)
+}
+
+/// With --metrics-listen: `/metrics` on that loopback address, said on
+/// stderr.
+async fn serve_metrics(
+    args: &GuardArgs,
+    metrics: &std::sync::Arc<plumbline_guard::Metrics>,
+    server: &str,
+) -> Result<()> {
+    let Some(addr) = args.metrics_listen else {
+        return Ok(());
+    };
+    if !addr.ip().is_loopback() {
+        bail!("--metrics-listen {addr}: loopback addresses only");
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    eprintln!(
+        "plumbline guard: metrics on http://{}/metrics",
+        listener.local_addr()?
+    );
+    let (metrics, server) = (std::sync::Arc::clone(metrics), server.to_owned());
+    tokio::spawn(async move {
+        if let Err(e) = plumbline_guard::serve_metrics(listener, metrics, server).await {
+            eprintln!("plumbline guard: the metrics address stopped: {e:#}");
+        }
+    });
+    Ok(())
 }

@@ -180,6 +180,8 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
             "shop",
             "--store",
             "p.db",
+            "--metrics-listen",
+            "127.0.0.1:0",
             "--",
             &server,
             "--stdio",
@@ -240,6 +242,23 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     assert_eq!(unknown["error"]["code"], json!(-32001), "{unknown}");
     let cursor = c.request(7, "tools/list", json!({"cursor": "1"}));
     assert_eq!(cursor["error"]["code"], json!(-32602), "{cursor}");
+
+    // The counts so far, on the metrics address the guard announced.
+    let metrics_url = std::fs::read_to_string(d.join("guard.log"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("plumbline guard: metrics on ")
+                .map(str::to_owned)
+        })
+        .expect("the metrics address is said before the first reply");
+    let (status, metrics) = common::http("GET", &metrics_url).unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.contains("plumbline_guard_refused_calls_total{server=\"shop\"} 2")
+            && metrics.contains("plumbline_guard_listings_total{server=\"shop\"} 3"),
+        "{metrics}"
+    );
 
     // Accept the change: the guard notices the lock, tells the client once,
     // and offers the tool again.

@@ -46,6 +46,8 @@ pub struct Options {
     pub policy: Policy,
     pub classifier: Classifier,
     pub limits: Limits,
+    /// Where the counts go (`/metrics`, and the summary at the end).
+    pub metrics: Arc<crate::Metrics>,
 }
 
 /// What the guard knows of one session's tools.
@@ -72,7 +74,6 @@ struct App {
     client: reqwest::Client,
     baseline: Mutex<Box<dyn Baseline>>,
     sessions: Mutex<HashMap<String, Session>>,
-    counters: Mutex<Counters>,
     next: std::sync::atomic::AtomicU64,
     /// The baseline as last loaded, to notice a review.
     loaded: Mutex<Option<Result<Option<plumbline_lock::LockedServer>, String>>>,
@@ -96,7 +97,6 @@ pub async fn serve(
         client,
         baseline: Mutex::new(baseline),
         sessions: Mutex::new(HashMap::new()),
-        counters: Mutex::new(Counters::default()),
         next: Default::default(),
         loaded: Mutex::new(None),
         record: Mutex::new(recorder.map(Recording::start)),
@@ -139,8 +139,7 @@ pub async fn serve(
         r.finish().await;
     }
     served?;
-    let counters = *app.counters.lock().expect("counters");
-    Ok(counters)
+    Ok(app.opts.metrics.snapshot())
 }
 
 /// Loads the baseline; when it changed since last loaded, re-judges each
@@ -186,7 +185,7 @@ fn rejudge_on_review(app: &Arc<App>) {
     }
     drop(sessions);
     if told > 0 {
-        app.counters.lock().expect("counters").own_list_changed += told;
+        app.opts.metrics.told(told);
     }
 }
 
@@ -517,11 +516,7 @@ async fn judge_session(
             for_terminal(&w.describe(), false)
         );
     }
-    {
-        let mut c = app.counters.lock().expect("counters");
-        c.listings += 1;
-        c.withheld += judged.withheld.len() as u64;
-    }
+    app.opts.metrics.listed(judged.withheld.len());
     if let Some(r) = app.record.lock().expect("recording").as_ref() {
         let seen = Seen {
             server: app.opts.server.clone(),
@@ -810,7 +805,7 @@ async fn check_call(
         }
     }
     let refuse = |message: String, data: Value| {
-        app.counters.lock().expect("counters").refused_calls += 1;
+        app.opts.metrics.refused();
         eprintln!(
             "plumbline guard: {}: refused a call to {}",
             for_terminal(&app.opts.server, false),
@@ -874,12 +869,12 @@ mod tests {
                 policy: Policy::default(),
                 classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
                 limits: Limits::default(),
+                metrics: Default::default(),
             },
             local: SocketAddr::from(([127, 0, 0, 1], port)),
             client: plumbline_mcp::wire::http_client(&Limits::default()).unwrap(),
             baseline: Mutex::new(Box::new(crate::LockBaseline::new("x".into(), "s".into()))),
             sessions: Mutex::new(HashMap::new()),
-            counters: Mutex::new(Counters::default()),
             next: Default::default(),
             loaded: Mutex::new(None),
             record: Mutex::new(None),

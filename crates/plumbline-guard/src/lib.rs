@@ -211,6 +211,104 @@ impl Recording {
     }
 }
 
+/// The guard's counters, shared by its tasks and read by `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    listings: std::sync::atomic::AtomicU64,
+    withheld: std::sync::atomic::AtomicU64,
+    refused_calls: std::sync::atomic::AtomicU64,
+    own_list_changed: std::sync::atomic::AtomicU64,
+}
+
+impl Metrics {
+    pub(crate) fn listed(&self, withheld: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.listings.fetch_add(1, Relaxed);
+        self.withheld.fetch_add(withheld as u64, Relaxed);
+    }
+
+    pub(crate) fn refused(&self) {
+        self.refused_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn told(&self, sessions: u64) {
+        self.own_list_changed
+            .fetch_add(sessions, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> Counters {
+        use std::sync::atomic::Ordering::Relaxed;
+        Counters {
+            listings: self.listings.load(Relaxed),
+            withheld: self.withheld.load(Relaxed),
+            refused_calls: self.refused_calls.load(Relaxed),
+            own_list_changed: self.own_list_changed.load(Relaxed),
+        }
+    }
+
+    /// Prometheus's text format.
+    pub fn render(&self, server: &str) -> String {
+        let c = self.snapshot();
+        let label = server
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n");
+        let mut out = String::new();
+        for (name, help, value) in [
+            (
+                "plumbline_guard_listings_total",
+                "Upstream listings judged.",
+                c.listings,
+            ),
+            (
+                "plumbline_guard_withheld_total",
+                "Tools withheld, summed over listings.",
+                c.withheld,
+            ),
+            (
+                "plumbline_guard_refused_calls_total",
+                "tools/call requests refused.",
+                c.refused_calls,
+            ),
+            (
+                "plumbline_guard_own_list_changed_total",
+                "list_changed notifications the guard sent after a review.",
+                c.own_list_changed,
+            ),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{server=\"{label}\"}} {value}\n"
+            ));
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` (Prometheus text) on `listener` until the
+/// process ends.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    metrics: std::sync::Arc<Metrics>,
+    server: String,
+) -> anyhow::Result<()> {
+    let router = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let body = metrics.render(&server);
+            async move {
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    body,
+                )
+            }
+        }),
+    );
+    axum::serve(listener, router).await?;
+    Ok(())
+}
+
 /// Counters the guard keeps and reports when it ends.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {

@@ -35,6 +35,8 @@ pub struct Options {
     pub limits: Limits,
     /// How often the baseline is read again.
     pub poll: Duration,
+    /// Where the counts go (`/metrics`, and the summary at the end).
+    pub metrics: std::sync::Arc<crate::Metrics>,
 }
 
 enum Event {
@@ -132,7 +134,6 @@ where
         waiting_lists: Vec::new(),
         waiting_calls: Vec::new(),
         held: Vec::new(),
-        counters: Counters::default(),
     };
     let mut poll = tokio::time::interval(relay.opts.poll);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -173,7 +174,7 @@ where
     if let Some(recording) = relay.record.take() {
         recording.finish().await;
     }
-    outcome.map(|()| relay.counters)
+    outcome.map(|()| relay.opts.metrics.snapshot())
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -298,7 +299,6 @@ struct Relay<O> {
     waiting_calls: Vec<(Vec<u8>, Value, String)>,
     /// The server's `list_changed`, held until the new listing is judged.
     held: Vec<Vec<u8>>,
-    counters: Counters,
 }
 
 impl<O: AsyncWrite + Unpin> Relay<O> {
@@ -445,7 +445,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         if judged.allowed.contains(&name) {
             return self.send_up(&line).await;
         }
-        self.counters.refused_calls += 1;
+        self.opts.metrics.refused();
         let withheld = judged.withheld.get(&name).cloned();
         let review = self.baseline.how_to_review(&name);
         let (message, data) = match &withheld {
@@ -622,7 +622,6 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 let (started, pages) = (w.started_at_ms, w.pages);
                 self.listing = Some((w.tools, Instant::now()));
                 self.stale = false;
-                self.counters.listings += 1;
                 self.rejudge(true).await?;
                 self.record(started, pages);
                 Ok(())
@@ -690,7 +689,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             report(&self.opts.server, w, self.opts.policy.mode);
         }
         if listed {
-            self.counters.withheld += judged.withheld.len() as u64;
+            self.opts.metrics.listed(judged.withheld.len());
         }
         self.judged = Some(judged);
         self.settle(before, error).await
@@ -742,7 +741,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         }
         for (line, id, name) in std::mem::take(&mut self.waiting_calls) {
             if blocked {
-                self.counters.refused_calls += 1;
+                self.opts.metrics.refused();
                 let why = error.clone().unwrap_or_default();
                 self.error_to_client(
                     &id,
@@ -824,7 +823,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             // ask for.
             (Some(_), None) => return Ok(()),
         };
-        self.counters.own_list_changed += 1;
+        self.opts.metrics.told(1);
         self.send_down(note.to_string().as_bytes()).await
     }
 
