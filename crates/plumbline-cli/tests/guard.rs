@@ -745,7 +745,7 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
             "--lock",
             "plumbline.lock",
             "--store",
-            "g.db",
+            "p.db",
         ],
     );
     let url = guard.url.clone();
@@ -840,13 +840,19 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
     assert!(log.contains("withheld add"), "{log}");
     // Each listing the guard judged over HTTP is an observation too.
     assert!(log.contains("recorded observation"), "{log}");
-    let o = plumbline(d, &["log", "shop", "--store", "g.db", "--format", "json"]);
+    let o = plumbline(d, &["log", "shop", "--store", "p.db", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("\"outcome\":\"ok\""),
         "{}",
         text(&o)
     );
+    // With what the server said of itself in its handshake reply, read as
+    // it passed through the guard.
+    let dashboard = common::Dashboard::start(d);
+    let (status, page) = common::http("GET", &format!("{}servers/shop", dashboard.url)).unwrap();
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("plumbline-test-server"), "{page}");
 }
 
 /// One HTTP/1.1 request to the guard; the response's head and body.

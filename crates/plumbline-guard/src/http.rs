@@ -78,6 +78,8 @@ struct App {
     /// The baseline as last loaded, to notice a review.
     loaded: Mutex<Option<Result<Option<plumbline_lock::LockedServer>, String>>>,
     record: Mutex<Option<Recording>>,
+    /// What the server said of itself in its last handshake reply.
+    peer: Mutex<crate::stdio::Peer>,
 }
 
 /// Serves until `stop` resolves.
@@ -100,6 +102,7 @@ pub async fn serve(
         next: Default::default(),
         loaded: Mutex::new(None),
         record: Mutex::new(recorder.map(Recording::start)),
+        peer: Mutex::new(Default::default()),
     });
     // A review (pin --update, an accept on the dashboard) re-judges every
     // session's last listing; a session whose allowed set changed is told.
@@ -283,8 +286,15 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let mut handshake = None;
     if method == Method::POST {
         if let Ok(msg) = serde_json::from_slice::<Value>(&body) {
+            if matches!(
+                msg.get("method").and_then(Value::as_str),
+                Some("initialize" | "server/discover")
+            ) {
+                handshake = Some(meta_of(&msg));
+            }
             let id = msg.get("id").cloned();
             match (msg.get("method").and_then(Value::as_str), id) {
                 (Some("tools/list"), Some(id)) => {
@@ -302,7 +312,7 @@ async fn handle(
     if method == Method::DELETE {
         app.sessions.lock().expect("sessions").remove(&session);
     }
-    forward(&app, method, &headers, body, session).await
+    forward(&app, method, &headers, body, session, handshake).await
 }
 
 /// The headers of a request passed upstream: the client's, less those of
@@ -336,6 +346,9 @@ async fn forward(
     headers: &HeaderMap,
     body: Bytes,
     session: String,
+    // For a handshake, the client's `_meta` (2026): its reply is read as it
+    // passes, for the history's record of the server.
+    handshake: Option<Option<Value>>,
 ) -> Response {
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
@@ -399,6 +412,8 @@ async fn forward(
     };
     let mut owed = 0usize;
     let mut upstream = Box::pin(upstream.bytes_stream());
+    // A JSON handshake reply, kept (bounded) until it ends.
+    let mut reply = Vec::new();
     // Chunks go on as they come; on an event stream each is also read for
     // a `list_changed`, which makes the session's listing stale, and the
     // guard's own events go in only between the server's.
@@ -421,8 +436,19 @@ async fn forward(
             }
             return match futures_util::Stream::poll_next(upstream.as_mut(), cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
+                    if handshake.is_some() && !sse && reply.len() + bytes.len() <= 1 << 20 {
+                        reply.extend_from_slice(&bytes);
+                    }
                     if sse {
                         if let Ok(events) = parser.push(&bytes) {
+                            if let Some(meta) = &handshake {
+                                for e in &events {
+                                    let peer = crate::stdio::Peer::of(&e.data, meta.as_ref());
+                                    if peer.protocol_version.is_some() {
+                                        *watcher.peer.lock().expect("peer") = peer;
+                                    }
+                                }
+                            }
                             if events.iter().any(|e| {
                                 e.data
                                     .windows(33)
@@ -434,6 +460,15 @@ async fn forward(
                         }
                     }
                     Poll::Ready(Some(Ok(bytes)))
+                }
+                Poll::Ready(None) => {
+                    if let (Some(meta), false) = (&handshake, sse) {
+                        let peer = crate::stdio::Peer::of(&reply, meta.as_ref());
+                        if peer.protocol_version.is_some() {
+                            *watcher.peer.lock().expect("peer") = peer;
+                        }
+                    }
+                    Poll::Ready(None)
                 }
                 other => other,
             };
@@ -518,6 +553,7 @@ async fn judge_session(
     }
     app.opts.metrics.listed(judged.withheld.len());
     if let Some(r) = app.record.lock().expect("recording").as_ref() {
+        let peer = app.peer.lock().expect("peer").clone();
         let seen = Seen {
             server: app.opts.server.clone(),
             listing: plumbline_mcp::Listing {
@@ -526,10 +562,14 @@ async fn judge_session(
                 } else {
                     plumbline_mcp::Era::Session
                 },
-                protocol_version,
-                server_info: None,
-                capabilities: None,
-                instructions: None,
+                protocol_version: peer
+                    .protocol_version
+                    .clone()
+                    .filter(|_| protocol_version.is_empty())
+                    .unwrap_or(protocol_version),
+                server_info: peer.server_info,
+                capabilities: peer.capabilities,
+                instructions: peer.instructions,
                 tools: tools
                     .iter()
                     .map(|(name, raw)| plumbline_mcp::ListedTool {
@@ -878,6 +918,7 @@ mod tests {
             next: Default::default(),
             loaded: Mutex::new(None),
             record: Mutex::new(None),
+            peer: Mutex::new(Default::default()),
         }
     }
 

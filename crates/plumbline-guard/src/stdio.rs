@@ -197,17 +197,17 @@ fn rand_id() -> u64 {
 }
 
 /// What the server said of itself in its handshake reply.
-#[derive(Default)]
-struct Peer {
-    protocol_version: Option<String>,
-    server_info: Option<Vec<u8>>,
-    capabilities: Option<Vec<u8>>,
-    instructions: Option<String>,
+#[derive(Default, Clone)]
+pub(crate) struct Peer {
+    pub(crate) protocol_version: Option<String>,
+    pub(crate) server_info: Option<Vec<u8>>,
+    pub(crate) capabilities: Option<Vec<u8>>,
+    pub(crate) instructions: Option<String>,
 }
 
 impl Peer {
     /// From an `initialize` or `server/discover` reply, raw where raw.
-    fn of(line: &[u8], client_meta: Option<&Value>) -> Peer {
+    pub(crate) fn of(line: &[u8], client_meta: Option<&Value>) -> Peer {
         #[derive(serde::Deserialize)]
         struct Reply<'a> {
             #[serde(borrow)]
