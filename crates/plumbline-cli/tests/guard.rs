@@ -875,13 +875,14 @@ fn http_exchange(port: &str, method: &str, session: Option<&str>, body: &str) ->
     (head.to_owned(), body.to_owned())
 }
 
-/// The JSON-RPC message in a body: plain JSON, or an SSE `data:` line.
+/// The JSON-RPC message in a body: plain JSON, an SSE `data:` line, or a
+/// line of a chunked body.
 fn message_in(body: &str) -> Value {
     serde_json::from_str(body.trim()).unwrap_or_else(|_| {
         body.lines()
             .find_map(|l| {
-                l.strip_prefix("data: ")
-                    .and_then(|d| serde_json::from_str(d).ok())
+                let l = l.strip_prefix("data: ").unwrap_or(l);
+                serde_json::from_str::<Value>(l).ok().filter(Value::is_object)
             })
             .unwrap_or_else(|| panic!("no JSON-RPC message in {body:?}"))
     })
@@ -999,4 +1000,43 @@ fn over_http_a_review_is_told_on_the_sessions_get_stream() {
     }
     assert_eq!(names(3), ["add", "echo"]);
     assert!(guard.stop());
+}
+
+/// Over HTTP, a listing that breaks its bounds follows `--on-error`:
+/// refused by default, passed upstream unjudged with `pass`.
+#[test]
+fn over_http_a_listing_that_cannot_be_judged_follows_on_error() {
+    let server = common::HttpServer::start(&["--hostile", "looping-cursor"]);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    for (policy, refused) in [("block", true), ("pass", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("plumbline.toml"), "[limits]\nmax_pages = 20\n").unwrap();
+        let guard = common::HttpGuard::start(
+            d,
+            &[
+                "--upstream",
+                &server.url,
+                "--server",
+                "h",
+                "--on-error",
+                policy,
+                "--no-record",
+            ],
+        );
+        let (_, body) = http_exchange(&guard.authority(), "POST", None, list);
+        let reply = message_in(&body);
+        if refused {
+            assert_eq!(reply["error"]["code"], json!(-32001), "{reply}");
+            assert!(
+                reply["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("repeated the cursor"),
+                "{reply}"
+            );
+        } else {
+            assert!(reply["result"]["tools"].is_array(), "{reply}");
+        }
+    }
 }

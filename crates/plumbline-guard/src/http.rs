@@ -298,7 +298,10 @@ async fn handle(
             let id = msg.get("id").cloned();
             match (msg.get("method").and_then(Value::as_str), id) {
                 (Some("tools/list"), Some(id)) => {
-                    return list_for_client(&app, &headers, &session, &msg, &id).await;
+                    if let Some(answer) = list_for_client(&app, &headers, &session, &msg, &id).await
+                    {
+                        return answer;
+                    }
                 }
                 (Some("tools/call"), Some(id)) => {
                     if let Some(refusal) = check_call(&app, &headers, &session, &msg, &id).await {
@@ -769,9 +772,9 @@ async fn list_for_client(
     session: &str,
     msg: &Value,
     id: &Value,
-) -> Response {
+) -> Option<Response> {
     if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
-        return json_response(
+        return Some(json_response(
             StatusCode::OK,
             &rpc_error(
                 id,
@@ -780,7 +783,7 @@ async fn list_for_client(
                 None,
             ),
             &[],
-        );
+        ));
     }
     let meta = meta_of(msg);
     match judge_session(app, headers, session, meta.clone()).await {
@@ -800,15 +803,26 @@ async fn list_for_client(
             }
             result.push('}');
             let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}");
-            Response::builder()
-                .status(StatusCode::OK)
-                .header("content-type", "application/json")
-                .body(Body::from(body))
-                .expect("a valid response")
+            Some(
+                Response::builder()
+                    .status(StatusCode::OK)
+                    .header("content-type", "application/json")
+                    .body(Body::from(body))
+                    .expect("a valid response"),
+            )
+        }
+        Err(e) if app.opts.policy.on_error == OnError::Pass => {
+            // The client's own request goes upstream, unjudged, as asked.
+            eprintln!(
+                "plumbline guard: {}: {}; the listing passes unjudged (--on-error pass)",
+                for_terminal(&app.opts.server, false),
+                for_terminal(&e, false)
+            );
+            None
         }
         Err(e) => {
             eprintln!(
-                "plumbline guard: {}: {}",
+                "plumbline guard: {}: {}; every tool is withheld (--on-error block)",
                 for_terminal(&app.opts.server, false),
                 for_terminal(&e, false)
             );
@@ -816,7 +830,11 @@ async fn list_for_client(
                 "plumbline guard could not judge the tools of {}: {e}",
                 app.opts.server
             );
-            json_response(StatusCode::OK, &rpc_error(id, REFUSED, &message, None), &[])
+            Some(json_response(
+                StatusCode::OK,
+                &rpc_error(id, REFUSED, &message, None),
+                &[],
+            ))
         }
     }
 }
