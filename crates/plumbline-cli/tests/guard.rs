@@ -187,8 +187,6 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
             "--stdio",
             "--phases",
             &both,
-            "--advance-after",
-            "1",
         ],
         &marker,
     );
@@ -210,8 +208,25 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
     assert_eq!(c.names(2), ["add", "echo"]);
-    // The server moved to the poisoned phase and said so; the guard
-    // re-judged before passing that on.
+    // The rug pull: the server moves to the poisoned phase (SIGUSR1) and
+    // says so; the guard re-judges before passing that on.
+    let servers: Vec<u32> = common::processes_with(&format!("PLUMBLINE_TEST_MARKER={marker}"))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                // argv[0]: the guard names the server among its arguments.
+                c.split(|b| *b == 0)
+                    .next()
+                    .is_some_and(|a| a.ends_with(b"plumbline-test-server"))
+            })
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(servers[0] as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
     c.list_changed();
     assert_eq!(c.names(3), ["echo"]);
 
@@ -882,7 +897,9 @@ fn message_in(body: &str) -> Value {
         body.lines()
             .find_map(|l| {
                 let l = l.strip_prefix("data: ").unwrap_or(l);
-                serde_json::from_str::<Value>(l).ok().filter(Value::is_object)
+                serde_json::from_str::<Value>(l)
+                    .ok()
+                    .filter(Value::is_object)
             })
             .unwrap_or_else(|| panic!("no JSON-RPC message in {body:?}"))
     })

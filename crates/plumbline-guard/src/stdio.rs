@@ -21,6 +21,10 @@ use tokio::time::Instant;
 use crate::judge::{judge, ungraded, Judged, Withheld};
 use crate::{Baseline, Counters, Mode, OnError, Policy, Recorder, Seen};
 
+/// How many times in a row a walk is started again because the server
+/// announced a change while it ran; then the latest listing is judged.
+const MAX_REWALKS: u32 = 3;
+
 /// The JSON-RPC error code of a refused call or a listing the guard could
 /// not judge.
 pub const REFUSED: i64 = -32001;
@@ -134,6 +138,8 @@ where
         waiting_lists: Vec::new(),
         waiting_calls: Vec::new(),
         held: Vec::new(),
+        superseded: false,
+        rewalks: 0,
     };
     let mut poll = tokio::time::interval(relay.opts.poll);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -299,6 +305,10 @@ struct Relay<O> {
     waiting_calls: Vec<(Vec<u8>, Value, String)>,
     /// The server's `list_changed`, held until the new listing is judged.
     held: Vec<Vec<u8>>,
+    /// A `list_changed` came while a walk was under way.
+    superseded: bool,
+    /// Walks started again in a row because of that.
+    rewalks: u32,
 }
 
 impl<O: AsyncWrite + Unpin> Relay<O> {
@@ -555,6 +565,10 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         }
         if method == Some("notifications/tools/list_changed") {
             self.stale = true;
+            // A walk under way may have read pages from before the change.
+            if self.walk.is_some() {
+                self.superseded = true;
+            }
             if self.ready && (self.client_listed || self.walk.is_some()) {
                 self.held.push(line);
                 return self.start_walk().await;
@@ -619,6 +633,13 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             }
             _ => {
                 let w = self.walk.take().expect("walk");
+                // The server changed its tools while this walk read them:
+                // walk again (a few times at most, then judge the latest).
+                if std::mem::take(&mut self.superseded) && self.rewalks < MAX_REWALKS {
+                    self.rewalks += 1;
+                    return self.start_walk().await;
+                }
+                self.rewalks = 0;
                 let (started, pages) = (w.started_at_ms, w.pages);
                 self.listing = Some((w.tools, Instant::now()));
                 self.stale = false;
@@ -633,6 +654,8 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     /// one; the error policy decides.
     async fn walk_failed(&mut self, why: String) -> anyhow::Result<()> {
         let tools = self.walk.take().map(|w| w.tools).unwrap_or_default();
+        self.superseded = false;
+        self.rewalks = 0;
         let block = self.opts.policy.on_error == OnError::Block;
         eprintln!(
             "plumbline guard: {}: {}; {}",
