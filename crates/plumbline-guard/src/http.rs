@@ -58,6 +58,9 @@ struct Session {
     judged: Option<Judged>,
     at: Option<Instant>,
     stale: bool,
+    /// How many `list_changed` the session's streams carried: a listing
+    /// read while one came is stale from the start.
+    changes: u64,
     /// The session's GET streams: each is told (once) when a verdict
     /// changes on the guard's side, and sends the client a `list_changed`.
     streams: Vec<tokio::sync::mpsc::Sender<()>>,
@@ -458,7 +461,9 @@ async fn forward(
                                     .any(|w| w == b"notifications/tools/list_changed")
                             }) {
                                 let mut sessions = watcher.sessions.lock().expect("sessions");
-                                sessions.entry(session.clone()).or_default().stale = true;
+                                let s = sessions.entry(session.clone()).or_default();
+                                s.stale = true;
+                                s.changes += 1;
                             }
                         }
                     }
@@ -499,6 +504,12 @@ async fn judge_session(
 ) -> Result<Judged, String> {
     let deadline = Instant::now() + app.opts.limits.list_timeout;
     let started_at_ms = now_ms();
+    let changes_before = app
+        .sessions
+        .lock()
+        .expect("sessions")
+        .get(session)
+        .map_or(0, |s| s.changes);
     let stateless = meta.is_some();
     let protocol_version = headers
         .get("mcp-protocol-version")
@@ -600,7 +611,9 @@ async fn judge_session(
     s.tools = Some(tools);
     s.judged = Some(judged.clone());
     s.at = Some(Instant::now());
-    s.stale = false;
+    // A change announced while the pages were read leaves the listing
+    // stale: the next call or listing reads it again.
+    s.stale = s.changes != changes_before;
     Ok(judged)
 }
 
