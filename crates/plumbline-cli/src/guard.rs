@@ -67,6 +67,32 @@ struct HistoryRecorder {
     store_is_baseline: bool,
 }
 
+impl HistoryRecorder {
+    /// The recorder for `guard`'s listings, unless --no-record.
+    fn unless_off(
+        args: &GuardArgs,
+        identity: serde_json::Value,
+        normalize: Option<std::sync::Arc<plumbline_config::Normalizer>>,
+        taxonomy: Taxonomy,
+        config: Option<&Config>,
+        store_is_baseline: bool,
+    ) -> Option<Box<dyn Recorder>> {
+        (!args.no_record).then(|| {
+            Box::new(HistoryRecorder {
+                store: args.store.path.clone(),
+                registry: args.config.path.clone(),
+                identity,
+                normalize,
+                grader: Grader::new(taxonomy),
+                open: None,
+                alerts: config.filter(|c| !c.alerts.is_empty()).cloned(),
+                taxonomy,
+                store_is_baseline,
+            }) as Box<dyn Recorder>
+        })
+    }
+}
+
 impl Recorder for HistoryRecorder {
     fn record(&mut self, seen: Seen) -> Result<String> {
         if self.open.is_none() {
@@ -141,8 +167,8 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
     let (server, spec, identity, normalize) = server_and_spec(args)?;
     let (baseline, lock_taxonomy) = baseline_for(args, &server)?;
     let store_is_baseline = lock_taxonomy.is_none();
-    let configured = if args.config.path.exists() {
-        Config::taxonomy_in(&args.config.path)?
+    let config = if args.config.path.exists() {
+        Some(Config::load(&args.config.path)?)
     } else {
         None
     };
@@ -150,19 +176,13 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         .taxonomy
         .taxonomy
         .or(lock_taxonomy)
-        .or(configured)
+        .or(config.as_ref().and_then(|c| c.taxonomy))
         .unwrap_or_default();
     let policy = policy_of(args)?;
-    let config = if args.config.path.exists() {
-        Some(Config::load(&args.config.path)?)
-    } else {
-        None
-    };
     let limits = match &config {
         Some(c) => c.limits.limits()?,
         None => Default::default(),
     };
-    let alerts = config.filter(|c| !c.alerts.is_empty());
     let metrics = std::sync::Arc::new(plumbline_guard::Metrics::default());
     let options = plumbline_guard::stdio::Options {
         server: server.clone(),
@@ -173,19 +193,14 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         poll: Duration::from_secs(1),
         metrics: std::sync::Arc::clone(&metrics),
     };
-    let recorder: Option<Box<dyn Recorder>> = (!args.no_record).then(|| {
-        Box::new(HistoryRecorder {
-            store: args.store.path.clone(),
-            registry: args.config.path.clone(),
-            identity,
-            normalize,
-            grader: Grader::new(taxonomy),
-            open: None,
-            alerts: alerts.clone(),
-            taxonomy,
-            store_is_baseline,
-        }) as Box<dyn Recorder>
-    });
+    let recorder = HistoryRecorder::unless_off(
+        args,
+        identity,
+        normalize,
+        taxonomy,
+        config.as_ref(),
+        store_is_baseline,
+    );
     let runtime = crate::commands::runtime()?;
     let result = runtime.block_on(async {
         serve_metrics(args, &metrics, &server).await?;
@@ -385,19 +400,14 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         Some(c) => c.limits.limits()?,
         None => Default::default(),
     };
-    let recorder: Option<Box<dyn Recorder>> = (!args.no_record).then(|| {
-        Box::new(HistoryRecorder {
-            store: args.store.path.clone(),
-            registry: args.config.path.clone(),
-            identity,
-            normalize,
-            grader: Grader::new(taxonomy),
-            open: None,
-            alerts: config.clone().filter(|c| !c.alerts.is_empty()),
-            taxonomy,
-            store_is_baseline,
-        }) as Box<dyn Recorder>
-    });
+    let recorder = HistoryRecorder::unless_off(
+        args,
+        identity,
+        normalize,
+        taxonomy,
+        config.as_ref(),
+        store_is_baseline,
+    );
     let metrics = std::sync::Arc::new(plumbline_guard::Metrics::default());
     let options = plumbline_guard::http::Options {
         server: server.clone(),

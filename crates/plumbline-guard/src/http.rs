@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::judge::{judge, ungraded, Judged};
-use crate::stdio::REFUSED;
+use crate::stdio::{now_ms, REFUSED};
 use crate::{Baseline, Counters, OnError, Policy, Recorder, Recording, Seen};
 
 /// One guarded Streamable HTTP server.
@@ -193,12 +193,6 @@ fn rejudge_on_review(app: &Arc<App>) {
     if told > 0 {
         app.opts.metrics.told(told);
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn plain(status: StatusCode, text: &str) -> Response {
@@ -568,37 +562,20 @@ async fn judge_session(
     app.opts.metrics.listed(judged.withheld.len());
     if let Some(r) = app.record.lock().expect("recording").as_ref() {
         let peer = app.peer.lock().expect("peer").clone();
-        let seen = Seen {
-            server: app.opts.server.clone(),
-            listing: plumbline_mcp::Listing {
-                era: if stateless {
-                    plumbline_mcp::Era::Stateless
-                } else {
-                    plumbline_mcp::Era::Session
-                },
-                protocol_version: peer
-                    .protocol_version
-                    .clone()
-                    .filter(|_| protocol_version.is_empty())
-                    .unwrap_or(protocol_version),
-                server_info: peer.server_info,
-                capabilities: peer.capabilities,
-                instructions: peer.instructions,
-                tools: tools
-                    .iter()
-                    .map(|(name, raw)| plumbline_mcp::ListedTool {
-                        raw: raw.clone(),
-                        name: name.clone(),
-                    })
-                    .collect(),
-                problems: Vec::new(),
-                pages: 0,
-                relisted: false,
-            },
-            withheld: judged.withheld.values().cloned().collect(),
-            started_at_ms,
-            finished_at_ms: now_ms(),
+        let protocol_version = match (&peer.protocol_version, protocol_version.is_empty()) {
+            (Some(v), true) => v.clone(),
+            _ => protocol_version,
         };
+        let seen = Seen::of(
+            &app.opts.server,
+            stateless,
+            &peer,
+            protocol_version,
+            &tools,
+            &judged,
+            0,
+            started_at_ms,
+        );
         if !r.send(seen) {
             eprintln!(
                 "plumbline guard: {}: the recorder is behind; this listing is not recorded",

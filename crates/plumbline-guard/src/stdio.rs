@@ -211,6 +211,50 @@ pub(crate) struct Peer {
     pub(crate) instructions: Option<String>,
 }
 
+impl Seen {
+    /// One judged listing for the recorder, with what the server said of
+    /// itself in its handshake.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn of(
+        server: &str,
+        stateless: bool,
+        peer: &Peer,
+        protocol_version: String,
+        tools: &[RawTool],
+        judged: &Judged,
+        pages: usize,
+        started_at_ms: i64,
+    ) -> Seen {
+        Seen {
+            server: server.to_owned(),
+            listing: plumbline_mcp::Listing {
+                era: if stateless {
+                    plumbline_mcp::Era::Stateless
+                } else {
+                    plumbline_mcp::Era::Session
+                },
+                protocol_version,
+                server_info: peer.server_info.clone(),
+                capabilities: peer.capabilities.clone(),
+                instructions: peer.instructions.clone(),
+                tools: tools
+                    .iter()
+                    .map(|(name, raw)| plumbline_mcp::ListedTool {
+                        raw: raw.clone(),
+                        name: name.clone(),
+                    })
+                    .collect(),
+                problems: Vec::new(),
+                pages,
+                relisted: false,
+            },
+            withheld: judged.withheld.values().cloned().collect(),
+            started_at_ms,
+            finished_at_ms: now_ms(),
+        }
+    }
+}
+
 impl Peer {
     /// From an `initialize` or `server/discover` reply, raw where raw.
     pub(crate) fn of(line: &[u8], client_meta: Option<&Value>) -> Peer {
@@ -255,7 +299,7 @@ impl Peer {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -799,34 +843,16 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         else {
             return;
         };
-        let listing = plumbline_mcp::Listing {
-            era: if self.meta.is_some() {
-                plumbline_mcp::Era::Stateless
-            } else {
-                plumbline_mcp::Era::Session
-            },
-            protocol_version: self.peer.protocol_version.clone().unwrap_or_default(),
-            server_info: self.peer.server_info.clone(),
-            capabilities: self.peer.capabilities.clone(),
-            instructions: self.peer.instructions.clone(),
-            tools: tools
-                .iter()
-                .map(|(name, raw)| plumbline_mcp::ListedTool {
-                    raw: raw.clone(),
-                    name: name.clone(),
-                })
-                .collect(),
-            problems: Vec::new(),
+        let seen = Seen::of(
+            &self.opts.server,
+            self.meta.is_some(),
+            &self.peer,
+            self.peer.protocol_version.clone().unwrap_or_default(),
+            tools,
+            judged,
             pages,
-            relisted: false,
-        };
-        let seen = Seen {
-            server: self.opts.server.clone(),
-            listing,
-            withheld: judged.withheld.values().cloned().collect(),
             started_at_ms,
-            finished_at_ms: now_ms(),
-        };
+        );
         if !tx.send(seen) {
             eprintln!(
                 "plumbline guard: {}: the recorder is behind; this listing is not recorded",
