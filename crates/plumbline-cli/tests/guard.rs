@@ -844,11 +844,38 @@ fn the_http_guard_withholds_for_real_clients_and_checks_host_and_name() {
     .starts_with("HTTP/1.1 403"));
     let call =
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add","arguments":{}}}"#;
-    let mismatch = raw(&format!("Host: {port}\r\nMcp-Name: echo\r\n"), call);
-    assert!(
-        mismatch.starts_with("HTTP/1.1 400") && mismatch.contains("header mismatch"),
-        "{mismatch}"
+    // On the 2026-07-28 wire the standard headers must agree with the body
+    // (SEP-2243): refused with 400 and -32020 before anything is answered
+    // or relayed, the guard's own listing included.
+    let era = format!("Host: {port}\r\nMCP-Protocol-Version: 2026-07-28\r\n");
+    let list = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{}}"#;
+    for (head, body) in [
+        (
+            format!("{era}Mcp-Method: tools/call\r\nMcp-Name: echo\r\n"),
+            call,
+        ),
+        (format!("{era}Mcp-Method: tools/call\r\n"), call),
+        (format!("{era}Mcp-Method: prompts/list\r\n"), list),
+        (format!("{era}Mcp-Method: TOOLS/LIST\r\n"), list),
+        (era.clone(), list),
+    ] {
+        let refused = raw(&head, body);
+        assert!(
+            refused.starts_with("HTTP/1.1 400")
+                && refused.contains("header mismatch")
+                && refused.contains("-32020"),
+            "{head}{refused}"
+        );
+    }
+    // Whitespace around a value is HTTP's, not the value's.
+    let spaced = raw(
+        &format!("{era}Mcp-Method:  tools/call \r\nMcp-Name:   add  \r\n"),
+        call,
     );
+    assert!(!spaced.contains("header mismatch"), "{spaced}");
+    // An earlier era has no such headers to check.
+    let earlier = raw(&format!("Host: {port}\r\nMcp-Name: echo\r\n"), call);
+    assert!(!earlier.contains("header mismatch"), "{earlier}");
 
     assert!(guard.stop());
     let log = guard.log.lock().unwrap().clone();

@@ -9,8 +9,8 @@
 //!
 //! Checked on every request: `Host` and `Origin` name the guard's own
 //! loopback address (403 otherwise, against DNS rebinding); on the
-//! 2026-07-28 wire a `tools/call` whose `Mcp-Name` header differs from
-//! `params.name` is refused (400). The client's `Authorization` is never
+//! 2026-07-28 wire a request whose `Mcp-Method` or `Mcp-Name` header is
+//! missing or differs from its body is refused (400, -32020). The client's `Authorization` is never
 //! passed upstream; upstream credentials are the configuration's headers.
 
 use std::collections::HashMap;
@@ -292,6 +292,14 @@ async fn handle(
             ) {
                 handshake = Some(meta_of(&msg));
             }
+            if let Some(mismatch) = header_mismatch(&headers, &msg) {
+                let id = msg.get("id").cloned().unwrap_or(Value::Null);
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &rpc_error(&id, HEADER_MISMATCH, &mismatch, None),
+                    &[],
+                );
+            }
             let id = msg.get("id").cloned();
             match (msg.get("method").and_then(Value::as_str), id) {
                 (Some("tools/list"), Some(id)) => {
@@ -313,6 +321,69 @@ async fn handle(
         app.sessions.lock().expect("sessions").remove(&session);
     }
     forward(&app, method, &headers, body, session, handshake).await
+}
+
+/// The JSON-RPC error of a request whose standard headers contradict
+/// its body (SEP-2243, 2026-07-28 Streamable HTTP).
+const HEADER_MISMATCH: i64 = -32020;
+
+/// On the 2026-07-28 wire (by its `MCP-Protocol-Version` header) every
+/// request and notification names its method in `Mcp-Method`, and a
+/// `tools/call`, `prompts/get` or `resources/read` names what it acts on
+/// in `Mcp-Name` (SEP-2243). The guard holds the client to that before it
+/// answers or relays anything: a proxy that routes or refuses by header
+/// must not let the header say one tool while the body calls another.
+/// Values are compared exactly (method names are case-sensitive) after
+/// the optional whitespace HTTP allows around a field value. Earlier eras
+/// carry no such headers and are not checked.
+fn header_mismatch(headers: &HeaderMap, msg: &Value) -> Option<String> {
+    let era = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)?;
+    // Revisions are dates, so their order is the order of their strings.
+    if era < "2026-07-28" {
+        return None;
+    }
+    let method = msg.get("method").and_then(Value::as_str)?;
+    let value = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| v.as_bytes().trim_ascii_start().trim_ascii_end())
+    };
+    match value("mcp-method") {
+        None => {
+            return Some(format!(
+                "header mismatch: no Mcp-Method header for {method:?}"
+            ))
+        }
+        Some(v) if v != method.as_bytes() => {
+            return Some(format!(
+                "header mismatch: Mcp-Method {:?} differs from the method {method:?}",
+                String::from_utf8_lossy(v)
+            ))
+        }
+        Some(_) => {}
+    }
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    let named = msg
+        .get("params")
+        .and_then(|p| p.get(field))
+        .and_then(Value::as_str)?;
+    match value("mcp-name") {
+        None => Some(format!(
+            "header mismatch: no Mcp-Name header for params.{field} {named:?}"
+        )),
+        Some(v) if v != named.as_bytes() => Some(format!(
+            "header mismatch: Mcp-Name {:?} differs from params.{field} {named:?}",
+            String::from_utf8_lossy(v)
+        )),
+        Some(_) => None,
+    }
 }
 
 /// The headers of a request passed upstream: the client's, less those of
@@ -838,20 +909,6 @@ async fn check_call(
     id: &Value,
 ) -> Option<Response> {
     let name = msg.pointer("/params/name").and_then(Value::as_str)?;
-    if let Some(header) = headers.get("mcp-name") {
-        if header.as_bytes() != name.as_bytes() {
-            return Some(json_response(
-                StatusCode::BAD_REQUEST,
-                &rpc_error(
-                    id,
-                    -32600,
-                    "header mismatch: Mcp-Name differs from params.name",
-                    None,
-                ),
-                &[],
-            ));
-        }
-    }
     let refuse = |message: String, data: Value| {
         app.opts.metrics.refused();
         eprintln!(
