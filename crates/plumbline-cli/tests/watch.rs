@@ -385,16 +385,55 @@ fn list_changed_triggers_an_observation_without_waiting_for_the_interval() {
 /// /metrics counts the resumption.
 #[test]
 fn a_notification_stream_the_server_ends_is_resumed_and_counted() {
+    resumed_after_the_server_ends_the_stream(false);
+}
+
+/// The same through `plumbline guard --listen` (warn mode, so the change
+/// reaches the watcher): the guard streams the GET stream's `id:` and
+/// `retry:` as sent and passes the client's `Last-Event-ID` upstream, so
+/// the server replays what the stream missed.
+#[test]
+fn a_notification_stream_resumes_through_the_guard() {
+    resumed_after_the_server_ends_the_stream(true);
+}
+
+fn resumed_after_the_server_ends_the_stream(through_guard: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
     let phases = d.join("phases.json");
     std::fs::write(&phases, format!("[[{CLEAN}],[{POISONED}]]")).unwrap();
     let server = HttpServer::start(&["--phases", phases.to_str().unwrap(), "--legacy-only"]);
+    let guard_dir = tempfile::tempdir().expect("temp dir");
+    let guard = through_guard.then(|| {
+        let g = guard_dir.path();
+        std::fs::write(
+            g.join("plumbline.toml"),
+            format!(
+                "[servers.legacy]\ntransport = \"http\"\nurl = \"{}\"\n",
+                server.url
+            ),
+        )
+        .unwrap();
+        let o = plumbline(g, &["pin", "legacy"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        common::HttpGuard::start(
+            g,
+            &[
+                "--server",
+                "legacy",
+                "--lock",
+                "plumbline.lock",
+                "--mode",
+                "warn",
+                "--no-record",
+            ],
+        )
+    });
+    let url = guard.as_ref().map_or(&server.url, |g| &g.url);
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
-            "[watch]\ninterval_secs = 3600\ndebounce_secs = 0.2\nlisten = \"127.0.0.1:0\"\n\n[servers.legacy]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
+            "[watch]\ninterval_secs = 3600\ndebounce_secs = 0.2\nlisten = \"127.0.0.1:0\"\n\n[servers.legacy]\ntransport = \"http\"\nurl = \"{url}\"\n"
         ),
     )
     .unwrap();

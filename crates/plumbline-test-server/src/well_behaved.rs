@@ -1,11 +1,13 @@
 //! The well-behaved server: `rmcp` serving the phases' raw tools.
 //!
 //! The current phase lives in a `watch` channel. It advances after every N
-//! `tools/list` calls (`--advance-after`), on SIGUSR1 and, over HTTP, on
-//! `POST /control/advance`; it stops at the last phase. Every change is
-//! announced with `notifications/tools/list_changed`: to 2025-era peers (those
-//! that sent `notifications/initialized`) through their session, and to
-//! 2026-07-28 peers on each `subscriptions/listen` stream that asked for
+//! `tools/list` calls (`--advance-after`), on SIGUSR1, over HTTP on
+//! `POST /control/advance`, and on a call to the conformance suite's hook
+//! tool `test_trigger_tool_change` when a phase lists it; it stops at the
+//! last phase. Every change is announced with
+//! `notifications/tools/list_changed`: to 2025-era peers (those that sent
+//! `notifications/initialized`) through their session, and to 2026-07-28
+//! peers on each `subscriptions/listen` stream that asked for
 //! `toolsListChanged`.
 
 use std::{
@@ -26,9 +28,10 @@ use anyhow::Context as _;
 use axum::{routing::post, Json, Router};
 use rmcp::{
     model::{
-        Extensions, Implementation, ListToolsResult, MetaObject, PaginatedRequestParams,
-        PingRequest, PingRequestMethod, ProtocolVersion, ServerCapabilities, ServerConfig,
-        ServerRequest, SubscriptionFilter,
+        CallToolRequestMethod, CallToolRequestParams, CallToolResponse, CallToolResult,
+        ContentBlock, Extensions, Implementation, ListToolsResult, MetaObject,
+        PaginatedRequestParams, PingRequest, PingRequestMethod, ProtocolVersion,
+        ServerCapabilities, ServerConfig, ServerRequest, SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, ServerInitializeError, SubscriptionContext},
     transport::{
@@ -82,6 +85,9 @@ struct Shared {
     /// The phase when each pending `subscriptions/listen` was accepted.
     listen_baselines: Mutex<VecDeque<usize>>,
 }
+
+/// The conformance suite's hook for "change the tool list now".
+pub const TRIGGER_TOOL_CHANGE: &str = "test_trigger_tool_change";
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
@@ -179,6 +185,32 @@ impl ServerHandler for Server {
             shared.advance("--advance-after");
         }
         Ok(result)
+    }
+
+    /// Only the conformance suite's diagnostic hook is callable: a tool
+    /// named [`TRIGGER_TOOL_CHANGE`] listed in the current phase advances
+    /// the phase when called, as the suite's example server mutates its
+    /// tool list (its `server-stateless` scenario then waits for
+    /// `list_changed` on a listen stream). Every other call is answered as
+    /// rmcp answers a server without tools/call.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let shared = &self.0;
+        let phase = *shared.phase.borrow();
+        let listed = shared.phases.tools(phase).iter().any(|tool| {
+            serde_json::from_str::<serde_json::Value>(tool)
+                .ok()
+                .and_then(|t| t.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+                .is_some_and(|name| name == request.name)
+        });
+        if request.name != TRIGGER_TOOL_CHANGE || !listed {
+            return Err(McpError::method_not_found::<CallToolRequestMethod>());
+        }
+        let now = shared.advance(TRIGGER_TOOL_CHANGE);
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!("phase {now}"))]).into())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
