@@ -523,7 +523,23 @@ fn a_stdio_server_cannot_read_plumblines_environment_through_proc() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let server = test_server();
+    use std::os::unix::fs::MetadataExt as _;
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    // As root the run drops to `nobody`, who may not be able to reach the
+    // build's own folder (a clone under a 0700 temporary directory): it
+    // runs copies kept in the test's own world-readable folder.
+    let reachable = |binary: std::path::PathBuf| {
+        if !root {
+            return binary;
+        }
+        let copy = d.join(binary.file_name().unwrap());
+        if std::fs::hard_link(&binary, &copy).is_err() {
+            std::fs::copy(&binary, &copy).unwrap();
+        }
+        copy
+    };
+    let server = reachable(test_server());
+    let plumbline = reachable(env!("CARGO_BIN_EXE_plumbline").into());
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
@@ -532,15 +548,13 @@ fn a_stdio_server_cannot_read_plumblines_environment_through_proc() {
         ),
     )
     .expect("config");
-    use std::os::unix::fs::MetadataExt as _;
-    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
     let mut command = if root {
         let mut c = Command::new("setpriv");
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
-        c.arg(env!("CARGO_BIN_EXE_plumbline"));
+        c.arg(&plumbline);
         c
     } else {
-        Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        Command::new(&plumbline)
     };
     let o = command
         .args(["observe", "--store", "p.db", "--format", "json"])
