@@ -1168,6 +1168,11 @@ async fn the_dashboard_reads_recorded_grades_and_never_writes() {
 
     let mut store = SqliteStore::open(&fx.path).expect("store");
     let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
+    // Filed under the grader and the inventory the change was graded with.
+    let inventory = store.inventory(new.id).expect("read").map(|(d, _)| d);
+    assert!(inventory.is_some(), "the other seeded servers' names");
+    let grader = plumbline_history::summary_key_with(grader, inventory.as_ref());
+    let grader = grader.as_str();
     let (old, new) = (
         old.tool_set.expect("old set"),
         new.tool_set.expect("new set"),
@@ -1225,12 +1230,16 @@ async fn stored_grades_are_keyed_by_taxonomy() {
     let graded = get(&v1, "/api/v1/servers/beta").await.json()["worst_unreviewed"].clone();
     let mut store = SqliteStore::open(&fx.path).expect("store");
     let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
+    let inventory = store.inventory(new.id).expect("read").map(|(d, _)| d);
     let (old, new) = (
         old.tool_set.expect("old set"),
         new.tool_set.expect("new set"),
     );
-    let v1_grader = plumbline_history::summary_key(Taxonomy::V1);
-    let v2_grader = plumbline_history::summary_key(Taxonomy::V2);
+    let key = |t| {
+        plumbline_history::summary_key_with(&plumbline_history::summary_key(t), inventory.as_ref())
+    };
+    let v1_grader = key(Taxonomy::V1);
+    let v2_grader = key(Taxonomy::V2);
     assert_ne!(v1_grader, v2_grader);
     let stored = store
         .drift_summary(&old, &new, &v1_grader)

@@ -5,7 +5,8 @@
 //! observation with its problems, grades its drift against the server's
 //! previous successful observation under the configured taxonomy, and keeps
 //! each change's summary (tool, kind of change, severity, rules; keyed by
-//! the two tool sets and the [`Grader`]'s taxonomy) in the store. Every
+//! the two tool sets, the [`Grader`]'s taxonomy and the foreign inventory
+//! it was graded with, which is kept with the observation) in the store. Every
 //! reader, the `log`, the dashboard, the watcher, reads those summaries and
 //! never grades again; evidence for one change is computed on demand, from
 //! the stored raw bytes, by the same code ([`read::change`]).
@@ -26,7 +27,7 @@ pub mod summary;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use plumbline_store::StoreError;
+use plumbline_store::{Digest, Store, StoreError};
 use plumbline_taxonomy::{Classifier, Taxonomy};
 
 pub use read::{Changes, ToolChange};
@@ -105,13 +106,48 @@ impl Grader {
 /// used only by the grader that wrote it, so stored grades are keyed by
 /// taxonomy. Rule changes come with a new release (spec 7), and so with a
 /// new key. Summary v2: added tools graded by the drift policy; v3:
-/// unreadable tools reported, failing closed.
+/// unreadable tools reported, failing closed; v4: graded with the foreign
+/// inventory kept with the observation ([`summary_key_with`]), where v3
+/// summaries may have been graded with names nobody kept.
 pub fn summary_key(taxonomy: Taxonomy) -> String {
     format!(
-        "plumbline {}; {}, default imperatives; summary v3",
+        "plumbline {}; {}, default imperatives; summary v4",
         env!("CARGO_PKG_VERSION"),
         taxonomy.id()
     )
+}
+
+/// The key a change's summary is filed under: the grader's key
+/// ([`summary_key`], [`Grader::key`]), and the
+/// digest of the foreign inventory it was graded with, if any
+/// ([`plumbline_store::Store::inventory`]). A grade is a function of what
+/// is stored: the two tool sets, this inventory and the grader.
+pub fn summary_key_with(grader: &str, inventory: Option<&Digest>) -> String {
+    match inventory {
+        None => grader.to_owned(),
+        Some(d) => format!("{grader}; inventory {d}"),
+    }
+}
+
+/// The foreign inventory a change of `server` is graded with: the tool
+/// names of the latest successful observation of every other server the
+/// history holds, as recorded so far (in a batch, the servers recorded
+/// before this one count with their new listing). Kept with the
+/// observation, so that readers grade the change with the same names.
+pub fn foreign_inventory(store: &impl Store, server: &str) -> Result<Vec<String>, HistoryError> {
+    let mut names = std::collections::BTreeSet::new();
+    for other in store.servers()? {
+        if other.name == server {
+            continue;
+        }
+        let Some(latest) = store.latest_successful(&other.name, None)? else {
+            continue;
+        };
+        if let Some(o) = store.observation(latest.id)? {
+            names.extend(o.tools.into_iter().filter_map(|t| t.name));
+        }
+    }
+    Ok(names.into_iter().collect())
 }
 
 /// How two identities (JSON objects: how a server is reached, as the

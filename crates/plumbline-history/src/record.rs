@@ -189,24 +189,15 @@ fn hidden_by_rules(
 
 /// Records each observation of `batch` (in order) and grades its drift
 /// against the server's previous successful observation, knowing the tool
-/// names of the batch's other servers; keeps each drift's summary in the
-/// store under `grader`'s key. A failure is recorded as a failure, never as
-/// "every tool removed".
+/// names of the other servers the history holds
+/// ([`crate::foreign_inventory`], kept with the observation); keeps each
+/// drift's summary in the store under `grader`'s key and that inventory's.
+/// A failure is recorded as a failure, never as "every tool removed".
 pub fn record(
     store: &mut impl Store,
     grader: &Grader,
     batch: Vec<Observed>,
 ) -> Result<Vec<Recorded>, HistoryError> {
-    let names: Vec<(String, Vec<String>)> = batch
-        .iter()
-        .map(|o| {
-            let n = &o.observation;
-            (
-                n.server.clone(),
-                n.tools.iter().filter_map(|t| t.name.clone()).collect(),
-            )
-        })
-        .collect();
     // Registering a server is a write; most observations find it as it was.
     let mut identities: std::collections::HashMap<String, String> = Default::default();
     for o in &batch {
@@ -309,12 +300,14 @@ pub fn record(
                     .map(|(name, definition)| Tool { name, definition })
                     .collect();
                 // The other servers' tool names, for the references rules:
-                // gathered only for a listing that is graded.
-                let foreign: Vec<String> = names
-                    .iter()
-                    .filter(|(s, _)| *s != n.server)
-                    .flat_map(|(_, names)| names.iter().cloned())
-                    .collect();
+                // gathered only for a listing that is graded, and kept with
+                // it so that every reader grades it with the same names.
+                let foreign = crate::foreign_inventory(store, &n.server)?;
+                let inventory = if foreign.is_empty() {
+                    None
+                } else {
+                    Some(store.put_inventory(id, &foreign)?)
+                };
                 grader.count();
                 // What the new listing holds that cannot be read fails
                 // closed: it is in the drift, never silently left out.
@@ -336,12 +329,12 @@ pub fn record(
                         store.put_drift_summary(
                             &old_set,
                             &new_set,
-                            grader.key(),
+                            &crate::summary_key_with(grader.key(), inventory.as_ref()),
                             &summary.encode(),
                         )?;
                         grader
                             .cache
-                            .put((old_set, new_set), std::sync::Arc::new(summary));
+                            .put((old_set, new_set, inventory), std::sync::Arc::new(summary));
                     }
                 }
                 r.previous = Some(prev.id);

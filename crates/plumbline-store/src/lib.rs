@@ -101,7 +101,7 @@ pub use model::{
 };
 pub use plumbline_base::canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use plumbline_base::digest::{digest, Digest, DigestParseError};
-pub use sqlite::SqliteStore;
+pub use sqlite::{inventory_text, SqliteStore};
 
 /// The store as callers see it, whatever the backend.
 ///
@@ -127,6 +127,22 @@ pub trait Store {
         grader: &str,
         summary: &[u8],
     ) -> Result<(), StoreError>;
+
+    /// Keeps the foreign inventory (the tool names of the other servers)
+    /// that `observation`'s change was graded with; returns its digest
+    /// ([`inventory_text`]). Replaces one kept before.
+    fn put_inventory(
+        &mut self,
+        observation: ObservationId,
+        names: &[String],
+    ) -> Result<Digest, StoreError>;
+
+    /// The inventory kept for `observation`, with its digest: `None` when
+    /// its change was graded without one (or it has no change).
+    fn inventory(
+        &self,
+        observation: ObservationId,
+    ) -> Result<Option<(Digest, Vec<String>)>, StoreError>;
 
     /// Registers a server, or replaces the identity of one already known.
     /// `identity` is a JSON object (transport and command or URL, no

@@ -71,6 +71,7 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
          CREATE INDEX alerts_pending ON alerts (id) WHERE delivered_at_ms IS NULL;
          ALTER TABLE tool_set_entries DROP COLUMN normalized_raw_tool_id;
          ALTER TABLE tool_set_entries DROP COLUMN normalized_by;
+         DROP TABLE observation_inventories; DROP TABLE inventories;
          DROP TABLE drift_summaries; DROP TABLE tool_set_changes; PRAGMA user_version = 3;",
     )
     .unwrap();
@@ -111,4 +112,46 @@ fn drift_summaries_are_kept_by_tool_sets_and_grader() {
     );
     // The reverse change is another change.
     assert_eq!(store.drift_summary(&new, &old, "g1").unwrap(), None);
+}
+
+/// The inventory a change was graded with is kept with its observation,
+/// once per distinct set of names, sorted and each once; another
+/// observation with the same names shares it, and keeping one again
+/// replaces it.
+#[test]
+fn an_observations_inventory_is_kept_sorted_and_shared() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i.db");
+    let mut store = SqliteStore::open(&path).unwrap();
+    let ids = record(&mut store);
+    assert_eq!(store.inventory(ids[3]).unwrap(), None);
+    let names = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let kept = store
+        .put_inventory(ids[3], &names(&["fetch", "add", "fetch"]))
+        .unwrap();
+    let shared = store
+        .put_inventory(ids[6], &names(&["add", "fetch"]))
+        .unwrap();
+    assert_eq!(kept, shared);
+    assert_eq!(
+        kept,
+        plumbline_store::digest(br#"["add","fetch"]"#),
+        "the digest is of the stored text"
+    );
+    drop(store);
+    let mut store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.inventory(ids[3]).unwrap(),
+        Some((kept, names(&["add", "fetch"])))
+    );
+    let other = store.put_inventory(ids[3], &names(&["search"])).unwrap();
+    assert_ne!(other, kept);
+    assert_eq!(
+        store.inventory(ids[3]).unwrap(),
+        Some((other, names(&["search"])))
+    );
+    assert_eq!(
+        store.inventory(ids[6]).unwrap(),
+        Some((kept, names(&["add", "fetch"])))
+    );
 }

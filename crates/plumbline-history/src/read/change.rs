@@ -3,8 +3,9 @@
 use super::*;
 
 /// What grading the change to `tool` at observation `id` of `server`
-/// needs. Only that tool is read and parsed (its old and new versions, and
-/// the names of the new listing as siblings): a page about one small
+/// needs. Only that tool is read and parsed (its old and new versions, the
+/// names of the new listing as siblings, and the foreign inventory the
+/// change was graded with): a page about one small
 /// change of a listing that also holds a huge tool costs the small change.
 /// Only when either listing carries the name more than once is the whole
 /// drift graded here, to pair the copies as the drift does.
@@ -71,6 +72,7 @@ pub fn change_inputs(
         .iter()
         .filter_map(|t| t.name.clone())
         .collect();
+    let foreign = foreign_names(store.inventory(id)?);
     Ok(ChangeInputs(Inputs::One(Box::new(One {
         observation,
         previous,
@@ -79,6 +81,7 @@ pub fn change_inputs(
         old,
         new,
         siblings,
+        foreign,
     }))))
 }
 
@@ -93,11 +96,14 @@ impl ChangeInputs {
             old,
             new,
             siblings,
+            foreign,
         } = match self.0 {
             Inputs::One(one) => *one,
             Inputs::Graded(detail) => return *detail,
         };
-        let siblings = Inventory::empty().with_siblings(siblings);
+        let siblings = Inventory::empty()
+            .with_siblings(siblings)
+            .with_foreign(foreign);
         grader.count();
         let classification = match (&old, &new) {
             (Some(o), Some(n)) => {
@@ -142,7 +148,8 @@ pub(super) fn change_among_copies(
     tool: &str,
 ) -> Result<ChangeDetail, Failure> {
     let id = observation.summary.id;
-    let drift = graded_between(store, grader, &previous, &observation.summary)?
+    let foreign = foreign_names(store.inventory(id)?);
+    let drift = graded_between(store, grader, &previous, &observation.summary, &foreign)?
         .into_iter()
         .find(|t| t.name == tool)
         .ok_or_else(|| {
@@ -161,7 +168,9 @@ pub(super) fn change_among_copies(
         tools.iter().filter(|t| t.name == name).cloned().collect()
     };
     let (old_copies, new_copies) = (named(&before, old_name), named(&after, tool));
-    let siblings = Inventory::empty().with_siblings(after.iter().map(|t| t.name.as_str()));
+    let siblings = Inventory::empty()
+        .with_siblings(after.iter().map(|t| t.name.as_str()))
+        .with_foreign(foreign);
     let (old, new) = match &drift.change {
         Change::Added => (None, new_copies.get(named(&before, tool).len()).cloned()),
         Change::Removed => (old_copies.get(named(&after, tool).len()).cloned(), None),

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use plumbline_drift::{drift, Change, Tool, ToolDrift, Unreadable};
+use plumbline_drift::{drift_among, Change, Tool, ToolDrift, Unreadable};
 use plumbline_store::{
     BaselineEdit, Digest, Observation, ObservationId, ObservationSummary, Review, Server, Store,
 };
@@ -53,8 +53,9 @@ pub(crate) struct DriftCache {
     generations: Mutex<Generations>,
 }
 
-/// A change between two tool sets, named by their digests (old, new).
-type SetPair = (Digest, Digest);
+/// A change between two tool sets, named by their digests (old, new), and
+/// the foreign inventory it was graded with.
+type SetPair = (Digest, Digest, Option<Digest>);
 
 type Entries = HashMap<SetPair, Arc<Changes>>;
 
@@ -210,41 +211,53 @@ pub fn changes_between(
     if old_set == new_set {
         return Ok(Arc::default());
     }
-    let key = (old_set, new_set);
+    let inventory = store.inventory(new.id)?;
+    let key = (old_set, new_set, inventory.as_ref().map(|(d, _)| *d));
     if let Some(hit) = grader.cache.get(&key) {
         return Ok(hit);
     }
-    let changes = match stored_summary(store, grader, &old_set, &new_set)? {
+    let changes = match stored_summary(store, grader, &key)? {
         Some(stored) => stored,
         // Not recorded under this grader: grade it here, keep it in memory.
-        None => graded_summary(store, grader, old, new)?,
+        None => graded_summary(store, grader, old, new, &foreign_names(inventory))?,
     };
     let changes = Arc::new(changes);
     grader.cache.put(key, Arc::clone(&changes));
     Ok(changes)
 }
 
-/// The summary the store holds for a change under `grader`'s key, if it
-/// holds one it can read.
+/// The names of a stored inventory (none when the change was graded
+/// without one).
+fn foreign_names(inventory: Option<(Digest, Vec<String>)>) -> Vec<String> {
+    inventory.map(|(_, names)| names).unwrap_or_default()
+}
+
+/// The summary the store holds for a change under `grader`'s key and the
+/// change's inventory, if it holds one it can read.
 fn stored_summary(
     store: &impl Store,
     grader: &Grader,
-    old_set: &Digest,
-    new_set: &Digest,
+    (old_set, new_set, inventory): &SetPair,
 ) -> Result<Option<Changes>, Failure> {
     Ok(store
-        .drift_summary(old_set, new_set, grader.key())?
+        .drift_summary(
+            old_set,
+            new_set,
+            &crate::summary_key_with(grader.key(), inventory.as_ref()),
+        )?
         .and_then(|bytes| Changes::decode(&bytes)))
 }
 
-/// The summary of the change from `old` to `new`, graded now.
+/// The summary of the change from `old` to `new`, graded now with the
+/// foreign inventory kept for `new`.
 fn graded_summary(
     store: &impl Store,
     grader: &Grader,
     old: &ObservationSummary,
     new: &ObservationSummary,
+    foreign: &[String],
 ) -> Result<Changes, Failure> {
-    let tools = graded_between(store, grader, old, new)?;
+    let tools = graded_between(store, grader, old, new, foreign)?;
     Ok(Changes {
         severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
         tools: tools.iter().map(ToolChange::of).collect(),
@@ -263,12 +276,19 @@ pub fn backfill(store: &mut impl Store, grader: &Grader) -> Result<usize, Failur
             let (Some(old_set), Some(new_set)) = (old.tool_set, new.tool_set) else {
                 continue;
             };
-            if stored_summary(store, grader, &old_set, &new_set)?.is_some() {
+            let inventory = store.inventory(new.id)?;
+            let key = (old_set, new_set, inventory.as_ref().map(|(d, _)| *d));
+            if stored_summary(store, grader, &key)?.is_some() {
                 continue;
             }
-            let changes = graded_summary(store, grader, &old, &new)?;
-            store.put_drift_summary(&old_set, &new_set, grader.key(), &changes.encode())?;
-            grader.cache.put((old_set, new_set), Arc::new(changes));
+            let changes = graded_summary(store, grader, &old, &new, &foreign_names(inventory))?;
+            store.put_drift_summary(
+                &old_set,
+                &new_set,
+                &crate::summary_key_with(grader.key(), key.2.as_ref()),
+                &changes.encode(),
+            )?;
+            grader.cache.put(key, Arc::new(changes));
             written += 1;
         }
     }
@@ -276,12 +296,13 @@ pub fn backfill(store: &mut impl Store, grader: &Grader) -> Result<usize, Failur
 }
 
 /// Every tool that did not stay the same from `old` to `new`, graded with
-/// its evidence, worst first.
+/// its evidence and the `foreign` inventory, worst first.
 fn graded_between(
     store: &impl Store,
     grader: &Grader,
     old: &ObservationSummary,
     new: &ObservationSummary,
+    foreign: &[String],
 ) -> Result<Vec<ToolDrift>, Failure> {
     if old.tool_set == new.tool_set {
         return Ok(Vec::new());
@@ -295,19 +316,23 @@ fn graded_between(
     let old_tools = load_tools(store, &old_obs)?;
     let new_tools = load_tools(store, &new_obs)?;
     grader.count();
-    Ok(
-        drift(&grader.classifier, &view(&old_tools), &view(&new_tools))
-            .with_unreadable(&unreadable)
-            .tools
-            .into_iter()
-            .filter(|t| t.change != Change::Unchanged)
-            .collect(),
+    Ok(drift_among(
+        &grader.classifier,
+        &view(&old_tools),
+        &view(&new_tools),
+        foreign,
     )
+    .with_unreadable(&unreadable)
+    .tools
+    .into_iter()
+    .filter(|t| t.change != Change::Unchanged)
+    .collect())
 }
 
 /// The drift between two successful observations, with every change's
 /// evidence (`plumbline diff`): graded here, since any two observations
-/// can be compared, not only consecutive ones.
+/// can be compared, not only consecutive ones, with the foreign inventory
+/// kept for `new` (the one its own change was graded with).
 pub fn drift_between(
     store: &impl Store,
     grader: &Grader,
@@ -326,11 +351,15 @@ pub fn drift_between(
     }
     let old_tools = load_tools(store, &old_obs)?;
     let new_tools = load_tools(store, &new_obs)?;
+    let foreign = foreign_names(store.inventory(new)?);
     grader.count();
-    Ok(
-        drift(&grader.classifier, &view(&old_tools), &view(&new_tools))
-            .with_unreadable(&unreadable_since(&new_obs, &old_obs)),
+    Ok(drift_among(
+        &grader.classifier,
+        &view(&old_tools),
+        &view(&new_tools),
+        &foreign,
     )
+    .with_unreadable(&unreadable_since(&new_obs, &old_obs)))
 }
 
 /// A parsed listing as the drift reads it.
@@ -441,6 +470,8 @@ struct One {
     old: Option<LoadedTool>,
     new: Option<LoadedTool>,
     siblings: Vec<String>,
+    /// The foreign inventory the change was graded with.
+    foreign: Vec<String>,
 }
 
 /// One line of the overview.

@@ -49,6 +49,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0005_drift_summaries.sql"),
     include_str!("../migrations/0006_alert_delivery.sql"),
     include_str!("../migrations/0007_normalized_tools.sql"),
+    include_str!("../migrations/0008_inventories.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -123,6 +124,62 @@ impl Store for SqliteStore {
                 source: Box::new(source),
             })?;
         Ok(())
+    }
+
+    fn put_inventory(
+        &mut self,
+        observation: ObservationId,
+        names: &[String],
+    ) -> Result<Digest, StoreError> {
+        let (digest, text) = inventory_text(names);
+        let write = |source| StoreError::WriteDerived {
+            path: self.path.clone(),
+            what: "an inventory",
+            source: Box::new(source),
+        };
+        let tx = self.conn.unchecked_transaction().map_err(write)?;
+        tx.prepare_cached(
+            "INSERT INTO inventories (digest, names) VALUES (?1, ?2)
+             ON CONFLICT (digest) DO NOTHING",
+        )
+        .and_then(|mut stmt| stmt.execute(params![&digest.as_bytes()[..], text]))
+        .map_err(write)?;
+        tx.prepare_cached(
+            "INSERT INTO observation_inventories (observation_id, inventory_id)
+             SELECT ?1, id FROM inventories WHERE digest = ?2
+             ON CONFLICT (observation_id) DO UPDATE SET inventory_id = excluded.inventory_id",
+        )
+        .and_then(|mut stmt| stmt.execute(params![observation.0, &digest.as_bytes()[..]]))
+        .map_err(write)?;
+        tx.commit().map_err(write)?;
+        Ok(digest)
+    }
+
+    fn inventory(
+        &self,
+        observation: ObservationId,
+    ) -> Result<Option<(Digest, Vec<String>)>, StoreError> {
+        let what = format!("the inventory of observation {observation}");
+        let row: Option<(Vec<u8>, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT i.digest, i.names FROM observation_inventories oi
+                 JOIN inventories i ON i.id = oi.inventory_id
+                 WHERE oi.observation_id = ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row([observation.0], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .optional()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        let Some((bytes, text)) = row else {
+            return Ok(None);
+        };
+        let names: Vec<String> = serde_json::from_str(&text)
+            .map_err(|e| self.corrupt(format!("{what} is not a JSON array of names: {e}")))?;
+        let digest = Digest::from_slice(&bytes)
+            .ok_or_else(|| self.corrupt(format!("{what} has a digest of {} bytes", bytes.len())))?;
+        Ok(Some((digest, names)))
     }
 
     fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError> {
@@ -1018,4 +1075,12 @@ struct NormalizedEntry {
     raw_digest: Digest,
     /// `normalized_by`: a JSON array of `{"pointer", "rule"}`.
     by: String,
+}
+
+/// An inventory as stored: its names sorted, each once, as a JSON array,
+/// and that text's SHA-256.
+pub fn inventory_text(names: &[String]) -> (Digest, String) {
+    let set: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
+    let text = serde_json::to_string(&set).expect("strings serialise");
+    (digest(text.as_bytes()), text)
 }
