@@ -214,6 +214,10 @@ struct LogRow {
     /// Against the previous successful observation: `unchanged`, a
     /// severity, or absent for the first one and for failures.
     change: Option<String>,
+    /// That severity was graded after the observation was recorded
+    /// (another taxonomy or Plumbline version), not when it was recorded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    regraded: bool,
 }
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
@@ -249,6 +253,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                     tools: o.tool_count,
                     tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
                     change,
+                    regraded: step.changes.regraded,
                 }
             })
             .collect();
@@ -298,6 +303,9 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                             for_terminal(e.lines().next().unwrap_or(""), false)
                         ),
                         (None, None) => format!("ok  {} tools  first observation", r.tools),
+                        (None, Some(c)) if r.regraded => {
+                            format!("ok  {} tools  {c} (re-graded)", r.tools)
+                        }
                         (None, Some(c)) => format!("ok  {} tools  {c}", r.tools),
                     };
                     writeln!(out, "  #{:<6} {}  {what}", r.observation, r.finished_at)?;

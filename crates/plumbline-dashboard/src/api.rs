@@ -168,6 +168,10 @@ pub struct ObservationJson {
     pub severity: Option<Severity>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<ChangeJson>>,
+    /// The changes were graded after the observation was recorded (another
+    /// taxonomy or Plumbline version), not when it was recorded.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub regraded: bool,
 }
 
 impl ObservationJson {
@@ -202,6 +206,7 @@ impl ObservationJson {
             severity: step
                 .filter(|s| !s.changes.is_empty())
                 .map(|s| s.changes.severity),
+            regraded: step.is_some_and(|s| s.changes.regraded),
             changes,
         }
     }

@@ -1278,6 +1278,15 @@ async fn stored_grades_are_keyed_by_taxonomy() {
         .drift_summary(&old, &new, &v2_grader)
         .expect("read")
         .is_some());
+    // v2's grades were made after recording, and every reader says so;
+    // v1's, made when recording, are not re-grades.
+    let timeline = |app| async move { get(&app, "/api/v1/servers/beta/observations").await.body };
+    let v2_timeline = timeline(app_with(Taxonomy::V2)).await;
+    assert!(v2_timeline.contains("\"regraded\":true"), "{v2_timeline}");
+    let v1_timeline = timeline(app_with(Taxonomy::V1)).await;
+    assert!(!v1_timeline.contains("regraded"), "{v1_timeline}");
+    let page = get(&app_with(Taxonomy::V2), "/servers/beta").await.body;
+    assert!(page.contains("re-graded"), "{page}");
     let page = get(&v2, "/rules").await.body;
     assert!(
         page.contains("Rules of taxonomy-v2") && page.contains("R13"),

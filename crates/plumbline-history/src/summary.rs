@@ -41,6 +41,11 @@ impl ToolChange {
 pub struct Changes {
     pub severity: Severity,
     pub tools: Vec<ToolChange>,
+    /// Graded after its observation was recorded (under another taxonomy
+    /// or Plumbline version, by a reader or a backfill), not the grade made
+    /// when it was recorded and alerted on: every reader says so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub regraded: bool,
 }
 
 impl Changes {
@@ -49,6 +54,7 @@ impl Changes {
         Changes {
             severity: drift.severity,
             tools: drift.changes().map(ToolChange::of).collect(),
+            regraded: false,
         }
     }
 
@@ -102,6 +108,12 @@ mod tests {
                 tool("gone", Change::Removed, Severity::None, Vec::new()),
                 tool("v2", Change::Added, Severity::Critical, vec![RuleId::R13]),
             ],
+            regraded: false,
+        };
+        assert_eq!(Changes::decode(&changes.encode()), Some(changes));
+        let changes = Changes {
+            regraded: true,
+            ..Changes::default()
         };
         assert_eq!(Changes::decode(&changes.encode()), Some(changes));
         assert_eq!(

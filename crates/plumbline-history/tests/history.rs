@@ -42,8 +42,21 @@ fn readers_of_a_long_history_grade_nothing() {
 fn another_taxonomy_grades_in_memory_until_a_backfill() {
     let mut store = SqliteStore::open_in_memory().expect("store");
     support::long_history(&mut store, &Grader::new(Taxonomy::V1), 200, 40).expect("recorded");
+    let recorded = |grader: &Grader| -> Vec<bool> {
+        let (steps, _) = read::recent(&store, grader, "docs", 200).expect("timeline");
+        steps
+            .iter()
+            .filter(|s| !s.changes.is_empty())
+            .map(|s| s.changes.regraded)
+            .collect()
+    };
+    // The grades made when recording are not re-grades; another
+    // taxonomy's are, and say so.
+    assert!(recorded(&Grader::new(Taxonomy::V1)).iter().all(|r| !r));
     let other = Grader::new(Taxonomy::V2);
-    read::recent(&store, &other, "docs", 200).expect("timeline");
+    let regraded = recorded(&other);
+    assert_eq!(regraded.len(), 39);
+    assert!(regraded.iter().all(|r| *r));
     assert_eq!(other.graded(), 39);
     let again = Grader::new(Taxonomy::V2);
     read::recent(&store, &again, "docs", 200).expect("timeline");
@@ -51,8 +64,15 @@ fn another_taxonomy_grades_in_memory_until_a_backfill() {
     let written = read::backfill(&mut store, &Grader::new(Taxonomy::V2)).expect("backfill");
     assert_eq!(written, 39);
     let after = Grader::new(Taxonomy::V2);
-    read::recent(&store, &after, "docs", 200).expect("timeline");
+    let (steps, _) = read::recent(&store, &after, "docs", 200).expect("timeline");
     assert_eq!(after.graded(), 0);
+    assert!(
+        steps
+            .iter()
+            .filter(|s| !s.changes.is_empty())
+            .all(|s| s.changes.regraded),
+        "a backfill records its grades as re-grades"
+    );
 }
 
 /// A valid tool object without a name is kept and recorded as a problem of

@@ -44,6 +44,9 @@ pub(super) async fn observation(
             @if view.step.previous.is_some() {
                 section {
                     h2 { "Changes" }
+                    @if view.step.changes.regraded {
+                        p.muted { "Re-graded: these grades were made after the observation was recorded (under another taxonomy or Plumbline version), not when it was recorded and alerted on." }
+                    }
                     @if view.step.changes.is_empty() {
                         p.muted { "No change." }
                     } @else {

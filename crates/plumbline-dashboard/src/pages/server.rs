@@ -89,9 +89,14 @@ pub(super) async fn server(
                                         Outcome::Failed { error } => span.error { (line(&first_line(error, 200))) },
                                         Outcome::Ok if step.previous.is_none() => span.muted { "first observation: the baseline" },
                                         Outcome::Ok if step.changes.is_empty() => span.muted { "no change" },
-                                        Outcome::Ok => ul.changes {
-                                            @for t in &step.changes.tools {
-                                                li { (change_summary(&name, o.id, t, reviews.get(&(o.id, t.name.clone())))) }
+                                        Outcome::Ok => {
+                                            ul.changes {
+                                                @for t in &step.changes.tools {
+                                                    li { (change_summary(&name, o.id, t, reviews.get(&(o.id, t.name.clone())))) }
+                                                }
+                                            }
+                                            @if step.changes.regraded {
+                                                span.muted title="graded after this observation was recorded (another taxonomy or Plumbline version), not the grade made when it was recorded" { "re-graded" }
                                             }
                                         },
                                     }

@@ -261,6 +261,8 @@ fn graded_summary(
     Ok(Changes {
         severity: tools.iter().map(|t| t.severity).max().unwrap_or_default(),
         tools: tools.iter().map(ToolChange::of).collect(),
+        // Recording grades with `Changes::of`; this is a later grade.
+        regraded: true,
     })
 }
 
