@@ -1169,7 +1169,7 @@ async fn the_dashboard_reads_recorded_grades_and_never_writes() {
     let mut store = SqliteStore::open(&fx.path).expect("store");
     let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
     // Filed under the grader and the inventory the change was graded with.
-    let inventory = store.inventory(new.id).expect("read").map(|(d, _)| d);
+    let inventory = store.inventory(new.id).expect("read");
     assert!(inventory.is_some(), "the other seeded servers' names");
     let grader = plumbline_history::summary_key_with(grader, inventory.as_ref());
     let grader = grader.as_str();
@@ -1230,7 +1230,7 @@ async fn stored_grades_are_keyed_by_taxonomy() {
     let graded = get(&v1, "/api/v1/servers/beta").await.json()["worst_unreviewed"].clone();
     let mut store = SqliteStore::open(&fx.path).expect("store");
     let (new, old) = store.tool_set_changes("beta").expect("changes")[0].clone();
-    let inventory = store.inventory(new.id).expect("read").map(|(d, _)| d);
+    let inventory = store.inventory(new.id).expect("read");
     let (old, new) = (
         old.tool_set.expect("old set"),
         new.tool_set.expect("new set"),

@@ -137,12 +137,14 @@ pub trait Store {
         names: &[String],
     ) -> Result<Digest, StoreError>;
 
-    /// The inventory kept for `observation`, with its digest: `None` when
-    /// its change was graded without one (or it has no change).
-    fn inventory(
-        &self,
-        observation: ObservationId,
-    ) -> Result<Option<(Digest, Vec<String>)>, StoreError>;
+    /// The digest of the inventory kept for `observation`: `None` when its
+    /// change was graded without one (or it has no change). Readers need
+    /// only this to find a stored grade; the names, only to grade again.
+    fn inventory(&self, observation: ObservationId) -> Result<Option<Digest>, StoreError>;
+
+    /// The names of the inventory with digest `inventory`, sorted, each
+    /// once; `None` when the store has none by that digest.
+    fn inventory_names(&self, inventory: &Digest) -> Result<Option<Vec<String>>, StoreError>;
 
     /// Registers a server, or replaces the identity of one already known.
     /// `identity` is a JSON object (transport and command or URL, no

@@ -140,18 +140,25 @@ fn an_observations_inventory_is_kept_sorted_and_shared() {
     );
     drop(store);
     let mut store = SqliteStore::open(&path).unwrap();
+    let kept_as = |store: &SqliteStore, id| {
+        let digest = store.inventory(id).unwrap()?;
+        Some((digest, store.inventory_names(&digest).unwrap()?))
+    };
     assert_eq!(
-        store.inventory(ids[3]).unwrap(),
+        kept_as(&store, ids[3]),
         Some((kept, names(&["add", "fetch"])))
     );
     let other = store.put_inventory(ids[3], &names(&["search"])).unwrap();
     assert_ne!(other, kept);
+    assert_eq!(kept_as(&store, ids[3]), Some((other, names(&["search"]))));
     assert_eq!(
-        store.inventory(ids[3]).unwrap(),
-        Some((other, names(&["search"])))
+        kept_as(&store, ids[6]),
+        Some((kept, names(&["add", "fetch"])))
     );
     assert_eq!(
-        store.inventory(ids[6]).unwrap(),
-        Some((kept, names(&["add", "fetch"])))
+        store
+            .inventory_names(&plumbline_store::digest(b"[]"))
+            .unwrap(),
+        None
     );
 }

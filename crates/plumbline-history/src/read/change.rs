@@ -72,7 +72,7 @@ pub fn change_inputs(
         .iter()
         .filter_map(|t| t.name.clone())
         .collect();
-    let foreign = foreign_names(store.inventory(id)?);
+    let foreign = foreign_names(store, store.inventory(id)?)?;
     Ok(ChangeInputs(Inputs::One(Box::new(One {
         observation,
         previous,
@@ -148,7 +148,7 @@ pub(super) fn change_among_copies(
     tool: &str,
 ) -> Result<ChangeDetail, Failure> {
     let id = observation.summary.id;
-    let foreign = foreign_names(store.inventory(id)?);
+    let foreign = foreign_names(store, store.inventory(id)?)?;
     let drift = graded_between(store, grader, &previous, &observation.summary, &foreign)?
         .into_iter()
         .find(|t| t.name == tool)

@@ -211,25 +211,34 @@ pub fn changes_between(
     if old_set == new_set {
         return Ok(Arc::default());
     }
-    let inventory = store.inventory(new.id)?;
-    let key = (old_set, new_set, inventory.as_ref().map(|(d, _)| *d));
+    let key = (old_set, new_set, store.inventory(new.id)?);
     if let Some(hit) = grader.cache.get(&key) {
         return Ok(hit);
     }
     let changes = match stored_summary(store, grader, &key)? {
         Some(stored) => stored,
         // Not recorded under this grader: grade it here, keep it in memory.
-        None => graded_summary(store, grader, old, new, &foreign_names(inventory))?,
+        None => graded_summary(store, grader, old, new, &foreign_names(store, key.2)?)?,
     };
     let changes = Arc::new(changes);
     grader.cache.put(key, Arc::clone(&changes));
     Ok(changes)
 }
 
-/// The names of a stored inventory (none when the change was graded
-/// without one).
-fn foreign_names(inventory: Option<(Digest, Vec<String>)>) -> Vec<String> {
-    inventory.map(|(_, names)| names).unwrap_or_default()
+/// The names of the stored inventory `inventory` (none when the change
+/// was graded without one).
+fn foreign_names(store: &impl Store, inventory: Option<Digest>) -> Result<Vec<String>, Failure> {
+    let Some(digest) = inventory else {
+        return Ok(Vec::new());
+    };
+    store.inventory_names(&digest)?.ok_or_else(|| {
+        Failure::Inconsistent(format!("inventory {digest} is missing from the store"))
+    })
+}
+
+/// The key `grader` files the summary of `change` under.
+fn filed_under(grader: &Grader, (_, _, inventory): &SetPair) -> String {
+    crate::summary_key_with(grader.key(), inventory.as_ref())
 }
 
 /// The summary the store holds for a change under `grader`'s key and the
@@ -237,14 +246,10 @@ fn foreign_names(inventory: Option<(Digest, Vec<String>)>) -> Vec<String> {
 fn stored_summary(
     store: &impl Store,
     grader: &Grader,
-    (old_set, new_set, inventory): &SetPair,
+    change: &SetPair,
 ) -> Result<Option<Changes>, Failure> {
     Ok(store
-        .drift_summary(
-            old_set,
-            new_set,
-            &crate::summary_key_with(grader.key(), inventory.as_ref()),
-        )?
+        .drift_summary(&change.0, &change.1, &filed_under(grader, change))?
         .and_then(|bytes| Changes::decode(&bytes)))
 }
 
@@ -278,16 +283,16 @@ pub fn backfill(store: &mut impl Store, grader: &Grader) -> Result<usize, Failur
             let (Some(old_set), Some(new_set)) = (old.tool_set, new.tool_set) else {
                 continue;
             };
-            let inventory = store.inventory(new.id)?;
-            let key = (old_set, new_set, inventory.as_ref().map(|(d, _)| *d));
+            let key = (old_set, new_set, store.inventory(new.id)?);
             if stored_summary(store, grader, &key)?.is_some() {
                 continue;
             }
-            let changes = graded_summary(store, grader, &old, &new, &foreign_names(inventory))?;
+            let foreign = foreign_names(store, key.2)?;
+            let changes = graded_summary(store, grader, &old, &new, &foreign)?;
             store.put_drift_summary(
                 &old_set,
                 &new_set,
-                &crate::summary_key_with(grader.key(), key.2.as_ref()),
+                &filed_under(grader, &key),
                 &changes.encode(),
             )?;
             grader.cache.put(key, Arc::new(changes));
@@ -353,7 +358,7 @@ pub fn drift_between(
     }
     let old_tools = load_tools(store, &old_obs)?;
     let new_tools = load_tools(store, &new_obs)?;
-    let foreign = foreign_names(store.inventory(new)?);
+    let foreign = foreign_names(store, store.inventory(new)?)?;
     grader.count();
     Ok(drift_among(
         &grader.classifier,

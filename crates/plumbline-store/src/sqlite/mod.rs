@@ -155,31 +155,41 @@ impl Store for SqliteStore {
         Ok(digest)
     }
 
-    fn inventory(
-        &self,
-        observation: ObservationId,
-    ) -> Result<Option<(Digest, Vec<String>)>, StoreError> {
+    fn inventory(&self, observation: ObservationId) -> Result<Option<Digest>, StoreError> {
         let what = format!("the inventory of observation {observation}");
-        let row: Option<(Vec<u8>, String)> = self
+        let bytes: Option<Vec<u8>> = self
             .conn
             .prepare_cached(
-                "SELECT i.digest, i.names FROM observation_inventories oi
+                "SELECT i.digest FROM observation_inventories oi
                  JOIN inventories i ON i.id = oi.inventory_id
                  WHERE oi.observation_id = ?1",
             )
+            .and_then(|mut stmt| stmt.query_row([observation.0], |row| row.get(0)).optional())
+            .map_err(|source| self.read_err(&what, source))?;
+        bytes
+            .map(|b| {
+                Digest::from_slice(&b).ok_or_else(|| {
+                    self.corrupt(format!("{what} has a digest of {} bytes", b.len()))
+                })
+            })
+            .transpose()
+    }
+
+    fn inventory_names(&self, inventory: &Digest) -> Result<Option<Vec<String>>, StoreError> {
+        let what = format!("inventory {inventory}");
+        let text: Option<String> = self
+            .conn
+            .prepare_cached("SELECT names FROM inventories WHERE digest = ?1")
             .and_then(|mut stmt| {
-                stmt.query_row([observation.0], |row| Ok((row.get(0)?, row.get(1)?)))
+                stmt.query_row([&inventory.as_bytes()[..]], |row| row.get(0))
                     .optional()
             })
             .map_err(|source| self.read_err(&what, source))?;
-        let Some((bytes, text)) = row else {
-            return Ok(None);
-        };
-        let names: Vec<String> = serde_json::from_str(&text)
-            .map_err(|e| self.corrupt(format!("{what} is not a JSON array of names: {e}")))?;
-        let digest = Digest::from_slice(&bytes)
-            .ok_or_else(|| self.corrupt(format!("{what} has a digest of {} bytes", bytes.len())))?;
-        Ok(Some((digest, names)))
+        text.map(|t| {
+            serde_json::from_str(&t)
+                .map_err(|e| self.corrupt(format!("{what} is not a JSON array of names: {e}")))
+        })
+        .transpose()
     }
 
     fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError> {
