@@ -66,9 +66,14 @@ pub fn load_classifier(taxonomy: Taxonomy, imperatives: Option<&Path>) -> Result
 
 /// The tool names of a saved listing (a tools/list result, an array of
 /// tools, or JSON Lines of tools), as the siblings of the tool classified.
+/// taxonomy-v3 also reads their descriptions (R16).
 fn read_inventory(path: &Path) -> Result<Inventory> {
-    let listing = crate::tools_input::read_listing(path)?;
-    Ok(Inventory::empty().with_siblings(listing))
+    let listing = crate::tools_input::read_listing_tools(path)?;
+    Ok(listing
+        .iter()
+        .fold(Inventory::empty(), |inventory, (name, description)| {
+            inventory.with_sibling_tool(name, description.as_deref())
+        }))
 }
 
 /// Reads one tool from `path` (`-` is standard input).
@@ -232,7 +237,7 @@ fn classify_line(
     let own = match fields.get("inventory") {
         None => None,
         Some(v) => Some(
-            plumbline_taxonomy::corpus::inventory_of(Some(v))
+            plumbline_taxonomy::corpus::inventory_for(Some(v), classifier.taxonomy())
                 .map_err(|e| (id.clone(), format!("\"inventory\": {e}")))?,
         ),
     };

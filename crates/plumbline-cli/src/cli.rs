@@ -96,9 +96,11 @@ pub enum Command {
     ///
     /// Each line of each FILE is `{"id", "label": "attack"|"benign",
     /// "old": {...}, "new": {...}}`, optionally with `"group"` (default:
-    /// the file name) and `"inventory": {"siblings": [...], "foreign":
-    /// [...]}` (the other tools' names, which taxonomy-v2 uses). Exit
-    /// status 2 when a line cannot be read.
+    /// the file name), `"family"` (figures per attack family) and
+    /// `"inventory": {"siblings": [...], "foreign": [...]}` (the other
+    /// tools' names, which taxonomy-v2 and v3 use; v3 also reads tool
+    /// objects under "sibling_tools" and "foreign_tools"). `"old": null`
+    /// grades an added tool. Exit status 2 when a line cannot be read.
     Evaluate(EvaluateArgs),
     /// Print a shell completion script: bash, zsh, fish, elvish or
     /// powershell.
@@ -124,12 +126,14 @@ pub struct ManArgs {
 /// Which taxonomy grades.
 #[derive(Debug, Args)]
 pub struct TaxonomyArg {
-    /// The taxonomy that grades: v1 (the normative taxonomy-v1) or v2
-    /// (docs/taxonomy-v2.md: fewer false alarms, more attack families).
+    /// The taxonomy that grades: v1 (the normative taxonomy-v1), v2
+    /// (docs/taxonomy-v2.md: fewer false alarms, more attack families) or
+    /// v3 (docs/taxonomy-v3.md: CRITICAL only when certain, six more
+    /// attack families).
     #[arg(
         id = "taxonomy",
         long = "taxonomy",
-        value_name = "v1|v2",
+        value_name = "v1|v2|v3",
         value_parser = parse_taxonomy()
     )]
     pub taxonomy: Option<Taxonomy>,
@@ -577,9 +581,10 @@ pub struct ClassifyArgs {
     pub taxonomy: TaxonomyArg,
 
     /// The other tools of the same server: a saved tools/list result, an
-    /// array of tools, or JSON Lines of tools. taxonomy-v2 does not take
-    /// their names for references to other tools. With --jsonl, a line's
-    /// own `"inventory": {"siblings": [...], "foreign": [...]}` wins.
+    /// array of tools, or JSON Lines of tools. taxonomy-v2 and v3 do not
+    /// take their names for references to other tools, and v3 compares an
+    /// added tool with their descriptions. With --jsonl, a line's own
+    /// `"inventory": {"siblings": [...], "foreign": [...]}` wins.
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
 
@@ -608,7 +613,7 @@ pub struct RulesArgs {
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The rule code, e.g. R03 (R01–R09 in taxonomy-v1, R01–R13 in v2).
+    /// The rule code, e.g. R03 (R01–R09 in taxonomy-v1, R01–R13 in v2, R01–R20 in v3).
     #[arg(value_parser = parse_rule)]
     pub rule: RuleId,
     /// human (the rule's documentation), or json: one document {"rule",
@@ -633,14 +638,16 @@ fn parse_severity() -> impl clap::builder::TypedValueParser<Value = Severity> {
     })
 }
 
-/// A taxonomy (`v1`, `v2`, or their full names), offered to completion.
+/// A taxonomy (`v1`, `v2`, `v3`, or their full names), offered to completion.
 fn parse_taxonomy() -> impl clap::builder::TypedValueParser<Value = Taxonomy> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
     PossibleValuesParser::new([
         PossibleValue::new("v1"),
         PossibleValue::new("v2"),
+        PossibleValue::new("v3"),
         PossibleValue::new("taxonomy-v1").hide(true),
         PossibleValue::new("taxonomy-v2").hide(true),
+        PossibleValue::new("taxonomy-v3").hide(true),
     ])
     .try_map(|s| {
         s.parse()

@@ -45,6 +45,7 @@ pub fn run(args: &EvaluateArgs) -> Result<Outcome> {
         }
     }
     out.flush()?;
+    bad.extend(evaluation.unreadable.iter().cloned());
     for b in &bad {
         eprintln!("plumbline evaluate: {}", for_terminal(b, false));
     }
@@ -142,6 +143,19 @@ fn human(out: &mut impl Write, e: &Evaluation, total: usize) -> io::Result<()> {
                 let shown: String = message.chars().take(100).collect();
                 writeln!(out, "      {count:>5} × {}", for_terminal(&shown, false))?;
             }
+        }
+    }
+    if !e.families.is_empty() {
+        writeln!(out, "\nper attack family (records that name one):")?;
+        write!(out, "{:<18} {:<7} {:>6}", "family", "label", "pairs")?;
+        for s in Severity::ALL {
+            write!(out, " {:>8}", s.as_str())?;
+        }
+        writeln!(out, "  ≥ HIGH")?;
+        let mut families = e.families.clone();
+        families.sort_by(|a, b| a.group.cmp(&b.group).then(a.label.cmp(&b.label)));
+        for g in &families {
+            row(out, g)?;
         }
     }
     if !e.missed_attacks.is_empty() {

@@ -57,12 +57,21 @@ pub fn read_bounded(path: &Path) -> Result<String> {
 /// The tool names of a saved listing (any shape [`read`] accepts, or JSON
 /// Lines with one tool per line), in order; elements without a string name
 /// are skipped.
-pub fn read_listing(path: &Path) -> Result<Vec<String>> {
+/// As (name, description): the string `name`s of the tools C1 reads, with
+/// their string `description` if any.
+pub fn read_listing_tools(path: &Path) -> Result<Vec<(String, Option<String>)>> {
     let text = read_bounded(path)?;
     let name_of = |bytes: &[u8]| {
         plumbline_taxonomy::json::parse_tool(bytes)
             .ok()
-            .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+            .and_then(|v| {
+                let name = v.get("name").and_then(|n| n.as_str()).map(str::to_owned)?;
+                let description = v
+                    .get("description")
+                    .and_then(|d| d.as_str())
+                    .map(str::to_owned);
+                Some((name, description))
+            })
     };
     if let Ok(raws) = raw_tools(&text) {
         return Ok(raws
@@ -82,7 +91,10 @@ pub fn read_listing(path: &Path) -> Result<Vec<String>> {
                 i + 1
             )
         })?;
-        names.extend(tool.get("name").and_then(|n| n.as_str()).map(str::to_owned));
+        if let Some(name) = tool.get("name").and_then(|n| n.as_str()) {
+            let description = tool.get("description").and_then(|d| d.as_str());
+            names.push((name.to_owned(), description.map(str::to_owned)));
+        }
     }
     Ok(names)
 }

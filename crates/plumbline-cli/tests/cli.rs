@@ -334,13 +334,23 @@ fn rules_and_explain() {
     let o = plumbline(&["explain", "R03"], None);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).starts_with("# R03"), "{}", stdout(&o));
-    let o = plumbline(&["explain", "R14"], None);
+    let o = plumbline(&["explain", "R16"], None);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stdout(&o).contains("taxonomy-v3 only"), "{}", stdout(&o));
+    let o = plumbline(&["explain", "R21"], None);
     assert_eq!(o.status.code(), Some(2));
     let o = plumbline(&["rules", "--taxonomy", "v2"], None);
     let out = stdout(&o);
     assert_eq!(out.lines().count(), 13);
     assert!(
         out.contains("R13  CRITICAL  Concealment from the user"),
+        "{out}"
+    );
+    let o = plumbline(&["rules", "--taxonomy", "v3"], None);
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 20, "{out}");
+    assert!(
+        out.contains("R19  CRITICAL  Instruction with a second signal"),
         "{out}"
     );
     let o = plumbline(&["explain", "R10"], None);

@@ -37,7 +37,7 @@ pub use normalize::{NormalizeRule, Normalizer};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// The taxonomy that grades (`"v1"`, the default, or `"v2"`), for
+    /// The taxonomy that grades (`"v1"`, the default, `"v2"` or `"v3"`), for
     /// every command reading this file unless `--taxonomy` says otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub taxonomy: Option<Taxonomy>,

@@ -429,7 +429,7 @@ async fn the_change_page_shows_hidden_code_points_evidence_and_rule_links() {
     assert!(r01.body.contains("Invisible payload introduced"));
     assert!(r01.body.contains("<h2>"), "rendered Markdown");
     assert_eq!(
-        get(&router, "/rules/R14").await.status,
+        get(&router, "/rules/R21").await.status,
         StatusCode::NOT_FOUND
     );
 

@@ -321,8 +321,10 @@ pub fn drift_among(
     new: &[Tool<'_>],
     foreign: &[String],
 ) -> Drift {
+    // The listing's tools with their descriptions: taxonomy-v3 compares an
+    // added tool with them (R16).
     let inventory = Inventory::empty()
-        .with_siblings(new.iter().map(|t| t.name))
+        .with_sibling_definitions(new.iter().map(|t| (t.name, t.definition)))
         .with_foreign(foreign.iter().cloned());
     let old_by = by_name(old);
     let new_by = by_name(new);

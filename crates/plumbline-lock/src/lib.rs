@@ -112,6 +112,7 @@ pub fn imperatives_digest(taxonomy: Taxonomy) -> String {
     phrases_digest(match taxonomy {
         Taxonomy::V1 => plumbline_taxonomy::phrases::IMPERATIVES_V1,
         Taxonomy::V2 => plumbline_taxonomy::lexicon::IMPERATIVES_V2,
+        Taxonomy::V3 => plumbline_taxonomy::lexicon::IMPERATIVES_V3,
     })
 }
 

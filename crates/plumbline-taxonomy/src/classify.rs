@@ -40,6 +40,29 @@ const V2_INDEPENDENT: [Check; 11] = [
     rules::r13_concealment::check,
 ];
 
+/// taxonomy-v3's independent rules: v2's eleven (some revised again) and
+/// R14–R20.
+const V3_INDEPENDENT: [Check; 18] = [
+    rules::r01_invisible_payload::check,
+    rules::r02_imperative_instruction::check,
+    rules::r03_new_endpoint::check,
+    rules::r04_new_required_property::check,
+    rules::r05_cross_tool_reference::check,
+    rules::r06_new_optional_property::check,
+    rules::r07_annotation_relaxed::check,
+    rules::r10_instruction_about_another_tool::check,
+    rules::r11_self_promotion::check,
+    rules::r12_input_override::check,
+    rules::r13_concealment::check,
+    rules::r14_wording_aimed_at_the_model::check,
+    rules::r15_required_call_order::check,
+    rules::r16_duplicate_tool::check,
+    rules::r17_authority_or_redirection::check,
+    rules::r18_sensitive_capability::check,
+    rules::r19_second_signal::check,
+    rules::r20_undefined_field_text::check,
+];
+
 /// What the model reads in a tool it has never seen: the text rules. An
 /// added tool is graded with these only (Plumbline's drift policy, the
 /// same under both taxonomies): having inputs, annotations or a `$schema`
@@ -60,6 +83,24 @@ const V2_ADDED: [Check; 8] = [
     rules::r11_self_promotion::check,
     rules::r12_input_override::check,
     rules::r13_concealment::check,
+];
+
+const V3_ADDED: [Check; 15] = [
+    rules::r01_invisible_payload::check,
+    rules::r02_imperative_instruction::check,
+    rules::r03_new_endpoint::check,
+    rules::r05_cross_tool_reference::check,
+    rules::r10_instruction_about_another_tool::check,
+    rules::r11_self_promotion::check,
+    rules::r12_input_override::check,
+    rules::r13_concealment::check,
+    rules::r14_wording_aimed_at_the_model::check,
+    rules::r15_required_call_order::check,
+    rules::r16_duplicate_tool::check,
+    rules::r17_authority_or_redirection::check,
+    rules::r18_sensitive_capability::check,
+    rules::r19_second_signal::check,
+    rules::r20_undefined_field_text::check,
 ];
 
 /// A classifier for one taxonomy, holding its phrase lists.
@@ -95,10 +136,10 @@ impl Classifier {
     pub fn for_taxonomy(taxonomy: Taxonomy) -> Self {
         match taxonomy {
             Taxonomy::V1 => Classifier::default(),
-            Taxonomy::V2 => Classifier {
+            Taxonomy::V2 | Taxonomy::V3 => Classifier {
                 taxonomy,
                 phrases: PhraseList::empty(),
-                lexicon: Some(Arc::new(Lexicon::v2())),
+                lexicon: Some(Arc::new(Lexicon::builtin(taxonomy))),
             },
         }
     }
@@ -108,10 +149,10 @@ impl Classifier {
     pub fn with_imperatives(taxonomy: Taxonomy, text: &str) -> Result<Self, PhraseError> {
         Ok(match taxonomy {
             Taxonomy::V1 => Classifier::new(PhraseList::parse(text)?),
-            Taxonomy::V2 => Classifier {
+            Taxonomy::V2 | Taxonomy::V3 => Classifier {
                 taxonomy,
                 phrases: PhraseList::empty(),
-                lexicon: Some(Arc::new(Lexicon::v2_with_imperatives(text)?)),
+                lexicon: Some(Arc::new(Lexicon::with_imperatives(taxonomy, text)?)),
             },
         })
     }
@@ -146,6 +187,7 @@ impl Classifier {
         let independent: &[Check] = match self.taxonomy {
             Taxonomy::V1 => &V1_INDEPENDENT,
             Taxonomy::V2 => &V2_INDEPENDENT,
+            Taxonomy::V3 => &V3_INDEPENDENT,
         };
         self.run(old, new, inventory, independent)
     }
@@ -158,6 +200,7 @@ impl Classifier {
         let checks: &[Check] = match self.taxonomy {
             Taxonomy::V1 => &V1_ADDED,
             Taxonomy::V2 => &V2_ADDED,
+            Taxonomy::V3 => &V3_ADDED,
         };
         let empty = Value::Object(Object::new());
         self.run_added(&empty, new, inventory, checks)

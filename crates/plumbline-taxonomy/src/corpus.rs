@@ -87,8 +87,10 @@ pub enum Label {
 
 /// One record of a labelled corpus, for `plumbline evaluate`:
 /// `{"id", "label": "attack"|"benign", "old", "new"}`, optionally with a
-/// `"group"` and an `"inventory"` (`{"siblings": [...], "foreign": [...]}`,
-/// or an array of sibling names).
+/// `"group"`, a `"family"` and an `"inventory"` (`{"siblings": [...],
+/// "foreign": [...]}` and, for taxonomy-v3, `"sibling_tools"` and
+/// `"foreign_tools"`; or an array of sibling names). `"old": null` is a
+/// tool added to its listing.
 #[derive(Debug, Clone)]
 pub struct LabelledPair {
     pub id: String,
@@ -96,8 +98,16 @@ pub struct LabelledPair {
     /// The group the pair is reported in (default: the caller's, e.g. the
     /// file name).
     pub group: Option<String>,
+    /// `{}` for an added tool.
     pub old: Value,
     pub new: Value,
+    /// `"old": null`: the tool is new to its listing, graded as drift
+    /// grades an added tool (`docs/taxonomy-v2.md` 6).
+    pub added: bool,
+    /// The attack family the record belongs to, if it names one.
+    pub family: Option<String>,
+    /// The record's inventory, read per taxonomy by [`inventory_for`].
+    pub inventory_value: Option<Value>,
     pub inventory: crate::Inventory,
 }
 
@@ -127,6 +137,50 @@ pub fn inventory_of(v: Option<&Value>) -> Result<crate::Inventory, String> {
     })
 }
 
+/// Tool objects of an inventory list (`docs/taxonomy-v3.md` 1.1): each
+/// element an object; one without a string `name` gives no tool.
+fn tools(v: Option<&Value>) -> Result<Vec<(&str, Option<&str>)>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => {
+            let mut out = Vec::new();
+            for item in items {
+                let Value::Object(o) = item else {
+                    return Err("an inventory tool is not an object".to_owned());
+                };
+                if let Some(name) = o.get("name").and_then(Value::as_str) {
+                    out.push((name, o.get("description").and_then(Value::as_str)));
+                }
+            }
+            Ok(out)
+        }
+        Some(_) => Err("an inventory list is not an array".to_owned()),
+    }
+}
+
+/// A record's `"inventory"` as `taxonomy` reads it. taxonomy-v3 also reads
+/// `"sibling_tools"` and `"foreign_tools"`: tool objects whose names join
+/// the siblings and the foreign names and whose descriptions R16 compares.
+/// v1 and v2 ignore those keys (V2-C7: other keys are ignored).
+pub fn inventory_for(
+    v: Option<&Value>,
+    taxonomy: crate::Taxonomy,
+) -> Result<crate::Inventory, String> {
+    let mut inventory = inventory_of(v)?;
+    if taxonomy < crate::Taxonomy::V3 {
+        return Ok(inventory);
+    }
+    if let Some(Value::Object(o)) = v {
+        for (name, description) in tools(o.get("sibling_tools"))? {
+            inventory = inventory.with_sibling_tool(name, description);
+        }
+        for (name, description) in tools(o.get("foreign_tools"))? {
+            inventory = inventory.with_foreign_tool(name, description);
+        }
+    }
+    Ok(inventory)
+}
+
 /// Parses one labelled record (a line of JSON Lines).
 pub fn parse_labelled(line: &str) -> Result<LabelledPair, String> {
     let record = parse_with_depth(line.as_bytes(), MAX_DEPTH + 2).map_err(|e| e.to_string())?;
@@ -147,7 +201,16 @@ pub fn parse_labelled(line: &str) -> Result<LabelledPair, String> {
         .get("group")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let family = fields
+        .get("family")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let inventory = inventory_of(fields.get("inventory")).map_err(|e| format!("{id}: {e}"))?;
+    let inventory_value = fields.get("inventory").cloned();
+    let added = matches!(fields.get("old"), Some(Value::Null));
+    if added {
+        fields.insert("old".to_owned(), Value::Object(crate::json::Object::new()));
+    }
     let mut tool = |key: &str| match fields.remove(key) {
         Some(v @ Value::Object(_)) => Ok(v),
         Some(other) => Err(format!(
@@ -164,6 +227,9 @@ pub fn parse_labelled(line: &str) -> Result<LabelledPair, String> {
         group,
         old,
         new,
+        added,
+        family,
+        inventory_value,
         inventory,
     })
 }
@@ -208,6 +274,11 @@ pub struct Evaluation {
     pub benign: GroupScore,
     pub benign_rules: Vec<BenignHits>,
     pub missed_attacks: Vec<Miss>,
+    /// Per family and label, for records that name a family.
+    pub families: Vec<GroupScore>,
+    /// Records whose inventory this taxonomy could not read (V2-C7); they
+    /// are in no figure.
+    pub unreadable: Vec<String>,
 }
 
 impl GroupScore {
@@ -242,8 +313,42 @@ pub fn evaluate<'a>(
     let mut benign = GroupScore::new("benign", Some(Label::Benign));
     let mut hits: BTreeMap<crate::RuleId, (usize, BTreeMap<String, usize>)> = BTreeMap::new();
     let mut missed_attacks = Vec::new();
+    let mut families: Vec<GroupScore> = Vec::new();
+    let mut unreadable = Vec::new();
     for (p, default_group) in pairs {
-        let c = classifier.classify_in(&p.old, &p.new, &p.inventory);
+        let read;
+        let inventory = if classifier.taxonomy() >= crate::Taxonomy::V3 {
+            match inventory_for(p.inventory_value.as_ref(), classifier.taxonomy()) {
+                Ok(i) => {
+                    read = i;
+                    &read
+                }
+                Err(e) => {
+                    unreadable.push(format!("{}: {e}", p.id));
+                    continue;
+                }
+            }
+        } else {
+            &p.inventory
+        };
+        let c = if p.added {
+            classifier.classify_added(&p.new, inventory)
+        } else {
+            classifier.classify_in(&p.old, &p.new, inventory)
+        };
+        if let Some(family) = &p.family {
+            let slot = match families
+                .iter()
+                .position(|g| &g.group == family && g.label == Some(p.label))
+            {
+                Some(i) => i,
+                None => {
+                    families.push(GroupScore::new(family, Some(p.label)));
+                    families.len() - 1
+                }
+            };
+            families[slot].add(c.severity);
+        }
         let group = p.group.as_deref().unwrap_or(default_group);
         let slot = match groups
             .iter()
@@ -300,5 +405,7 @@ pub fn evaluate<'a>(
         benign,
         benign_rules,
         missed_attacks,
+        families,
+        unreadable,
     }
 }

@@ -100,6 +100,35 @@ pub enum Detail {
         /// The sentence, at most 200 characters.
         sentence: String,
     },
+    /// R04 (taxonomy-v3): a newly required, undescribed input whose name
+    /// asks for sensitive material or a side channel.
+    SensitiveRequired {
+        name: Value,
+        /// The phrase of `sensitive-v3.txt` or `channels-v3.txt`.
+        phrase: String,
+    },
+    /// R06 (taxonomy-v3): a newly required input neither described nor
+    /// asking for anything R04 looks for.
+    PlainRequired { name: Value },
+    /// R16: an added tool that duplicates another tool.
+    Duplicate {
+        /// The other tool's name.
+        tool: String,
+        /// `"name"` (the same name in another style) or `"description"`.
+        by: &'static str,
+        /// `"sibling"` (the same listing) or `"foreign"` (another server).
+        on: &'static str,
+    },
+    /// R19: a wording aimed at the model and a second signal in one field.
+    SecondSignal {
+        /// The R14 phrase as listed.
+        cue: String,
+        /// What else the field newly holds: `"endpoint"`, `"tool"` or
+        /// `"sensitive"`.
+        signal: &'static str,
+        /// The endpoint, tool name or sensitive phrase.
+        text: String,
+    },
     /// R08: the description's word-level distance is at least 0.20.
     DescriptionRewrite {
         old_words: usize,
@@ -256,6 +285,24 @@ impl Evidence {
                 directive,
                 sentence,
             } => format!("instructs about {tool:?} ({directive:?}): {sentence:?}"),
+            Detail::SensitiveRequired { name, phrase } => {
+                format!("{name} is newly required, undescribed, and asks for {phrase:?}")
+            }
+            Detail::PlainRequired { name } => format!("{name} is newly required"),
+            Detail::Duplicate { tool, by, on } => {
+                let whose = if *on == "sibling" {
+                    "another tool of this server"
+                } else {
+                    "a tool of another server"
+                };
+                match *by {
+                    "name" => format!("has the name of {tool:?}, {whose}, in another style"),
+                    _ => format!("repeats the description of {tool:?}, {whose}"),
+                }
+            }
+            Detail::SecondSignal { cue, signal, text } => {
+                format!("{cue:?} together with a new {signal} {text:?}")
+            }
             Detail::DescriptionRewrite {
                 old_words,
                 new_words,

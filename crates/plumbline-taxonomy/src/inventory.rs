@@ -7,6 +7,10 @@
 //! that talks about another server's tools is shadowing them). Without an
 //! inventory, v2 decides by form alone (`docs/taxonomy-v2.md`, 2.7).
 //! taxonomy-v1 ignores the inventory.
+//!
+//! taxonomy-v3 also reads the descriptions of the inventory's tools, where
+//! it was given tool objects and not only names: an added tool that repeats
+//! another tool's description shadows it (R16).
 
 use std::collections::BTreeSet;
 
@@ -14,6 +18,19 @@ use std::collections::BTreeSet;
 pub struct Inventory {
     siblings: BTreeSet<String>,
     foreign: BTreeSet<String>,
+    /// The tools given as objects: their names (also in the sets above)
+    /// and descriptions, in the order given.
+    tools: Vec<InventoryTool>,
+}
+
+/// A tool of the inventory given as an object (taxonomy-v3, R16).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryTool {
+    pub name: String,
+    /// The string `description`, if the object has one.
+    pub description: Option<String>,
+    /// Another server's tool, not a sibling.
+    pub foreign: bool,
 }
 
 impl Inventory {
@@ -32,6 +49,50 @@ impl Inventory {
     pub fn with_foreign<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
         self.foreign.extend(names.into_iter().map(Into::into));
         self
+    }
+
+    /// A tool of the same listing given as an object: its name counts as
+    /// a sibling's, and taxonomy-v3 reads its description.
+    pub fn with_sibling_tool(mut self, name: &str, description: Option<&str>) -> Self {
+        self.siblings.insert(name.to_owned());
+        self.tools.push(InventoryTool {
+            name: name.to_owned(),
+            description: description.map(str::to_owned),
+            foreign: false,
+        });
+        self
+    }
+
+    /// The tools of the same listing, as (name, definition): each a
+    /// sibling, with its string `description` (taxonomy-v3 R16).
+    pub fn with_sibling_definitions<'v, I>(self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = (&'v str, &'v crate::json::Value)>,
+    {
+        tools
+            .into_iter()
+            .fold(self, |inventory, (name, definition)| {
+                let description = definition
+                    .get("description")
+                    .and_then(crate::json::Value::as_str);
+                inventory.with_sibling_tool(name, description)
+            })
+    }
+
+    /// A tool of another server given as an object.
+    pub fn with_foreign_tool(mut self, name: &str, description: Option<&str>) -> Self {
+        self.foreign.insert(name.to_owned());
+        self.tools.push(InventoryTool {
+            name: name.to_owned(),
+            description: description.map(str::to_owned),
+            foreign: true,
+        });
+        self
+    }
+
+    /// The tools given as objects, siblings and foreign, in the order given.
+    pub fn tools(&self) -> &[InventoryTool] {
+        &self.tools
     }
 
     pub fn is_sibling(&self, name: &str) -> bool {
@@ -63,6 +124,6 @@ impl Inventory {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.siblings.is_empty() && self.foreign.is_empty()
+        self.siblings.is_empty() && self.foreign.is_empty() && self.tools.is_empty()
     }
 }

@@ -8,53 +8,98 @@
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::phrases::{parse_lines, PhraseError};
+use crate::taxonomy::Taxonomy;
 
 /// Which list a phrase comes from, and so which rule it serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Category {
-    /// R02, `imperatives-v2.txt`.
+    /// R02, `imperatives-v2.txt` / `imperatives-v3.txt`.
     Imperative,
-    /// R10, `directives-v2.txt`.
+    /// R10, `directives-v2.txt` / `directives-v3.txt`.
     Directive,
-    /// R11, `promotion-v2.txt`.
+    /// R11, `promotion-v2.txt` / `promotion-v3.txt`.
     Promotion,
-    /// R12, `overrides-v2.txt`.
+    /// R12, `overrides-v2.txt` / `overrides-v3.txt`.
     Override,
-    /// R13, `concealment-v2.txt`.
+    /// R13, `concealment-v2.txt` / `concealment-v3.txt`.
     Concealment,
+    /// taxonomy-v3 R14 (and R19), `cues-v3.txt`.
+    Cue,
+    /// taxonomy-v3 R15, `sequencing-v3.txt`.
+    Sequencing,
+    /// taxonomy-v3 R17, `authority-v3.txt`.
+    Authority,
+    /// taxonomy-v3 R18 (and R04, R19), `sensitive-v3.txt`.
+    Sensitive,
+    /// taxonomy-v3 R04 only (input names), `channels-v3.txt`.
+    Channel,
 }
 
+/// The number of categories.
+const CATEGORIES: usize = 10;
+
 impl Category {
-    pub const ALL: [Category; 5] = [
+    pub const ALL: [Category; CATEGORIES] = [
         Category::Imperative,
         Category::Directive,
         Category::Promotion,
         Category::Override,
         Category::Concealment,
+        Category::Cue,
+        Category::Sequencing,
+        Category::Authority,
+        Category::Sensitive,
+        Category::Channel,
     ];
 
     fn index(self) -> usize {
         self as usize
     }
 
-    /// The built-in file of this list.
-    pub fn file(self) -> &'static str {
-        match self {
-            Category::Imperative => "taxonomy/imperatives-v2.txt",
-            Category::Directive => "taxonomy/directives-v2.txt",
-            Category::Promotion => "taxonomy/promotion-v2.txt",
-            Category::Override => "taxonomy/overrides-v2.txt",
-            Category::Concealment => "taxonomy/concealment-v2.txt",
-        }
+    /// The built-in file of this list under `taxonomy` (taxonomy-v2 has
+    /// no list of the v3 categories; taxonomy-v1 uses none of these).
+    pub fn file(self, taxonomy: Taxonomy) -> Option<&'static str> {
+        Some(match (self, taxonomy) {
+            (_, Taxonomy::V1) => return None,
+            (Category::Imperative, Taxonomy::V2) => "taxonomy/imperatives-v2.txt",
+            (Category::Directive, Taxonomy::V2) => "taxonomy/directives-v2.txt",
+            (Category::Promotion, Taxonomy::V2) => "taxonomy/promotion-v2.txt",
+            (Category::Override, Taxonomy::V2) => "taxonomy/overrides-v2.txt",
+            (Category::Concealment, Taxonomy::V2) => "taxonomy/concealment-v2.txt",
+            (_, Taxonomy::V2) => return None,
+            (Category::Imperative, Taxonomy::V3) => "taxonomy/imperatives-v3.txt",
+            (Category::Directive, Taxonomy::V3) => "taxonomy/directives-v3.txt",
+            (Category::Promotion, Taxonomy::V3) => "taxonomy/promotion-v3.txt",
+            (Category::Override, Taxonomy::V3) => "taxonomy/overrides-v3.txt",
+            (Category::Concealment, Taxonomy::V3) => "taxonomy/concealment-v3.txt",
+            (Category::Cue, Taxonomy::V3) => "taxonomy/cues-v3.txt",
+            (Category::Sequencing, Taxonomy::V3) => "taxonomy/sequencing-v3.txt",
+            (Category::Authority, Taxonomy::V3) => "taxonomy/authority-v3.txt",
+            (Category::Sensitive, Taxonomy::V3) => "taxonomy/sensitive-v3.txt",
+            (Category::Channel, Taxonomy::V3) => "taxonomy/channels-v3.txt",
+        })
     }
 
-    fn builtin(self) -> &'static str {
-        match self {
-            Category::Imperative => IMPERATIVES_V2,
-            Category::Directive => DIRECTIVES_V2,
-            Category::Promotion => PROMOTION_V2,
-            Category::Override => OVERRIDES_V2,
-            Category::Concealment => CONCEALMENT_V2,
+    /// The built-in list's text under `taxonomy` (empty where it has none).
+    fn builtin(self, taxonomy: Taxonomy) -> &'static str {
+        match (self, taxonomy) {
+            (_, Taxonomy::V1) => "",
+            (Category::Imperative, Taxonomy::V2) => IMPERATIVES_V2,
+            (Category::Directive, Taxonomy::V2) => DIRECTIVES_V2,
+            (Category::Promotion, Taxonomy::V2) => PROMOTION_V2,
+            (Category::Override, Taxonomy::V2) => OVERRIDES_V2,
+            (Category::Concealment, Taxonomy::V2) => CONCEALMENT_V2,
+            (_, Taxonomy::V2) => "",
+            (Category::Imperative, Taxonomy::V3) => IMPERATIVES_V3,
+            (Category::Directive, Taxonomy::V3) => DIRECTIVES_V3,
+            (Category::Promotion, Taxonomy::V3) => PROMOTION_V3,
+            (Category::Override, Taxonomy::V3) => OVERRIDES_V3,
+            (Category::Concealment, Taxonomy::V3) => CONCEALMENT_V3,
+            (Category::Cue, Taxonomy::V3) => CUES_V3,
+            (Category::Sequencing, Taxonomy::V3) => SEQUENCING_V3,
+            (Category::Authority, Taxonomy::V3) => AUTHORITY_V3,
+            (Category::Sensitive, Taxonomy::V3) => SENSITIVE_V3,
+            (Category::Channel, Taxonomy::V3) => CHANNELS_V3,
         }
     }
 }
@@ -64,6 +109,16 @@ pub const DIRECTIVES_V2: &str = include_str!("../../../taxonomy/directives-v2.tx
 pub const PROMOTION_V2: &str = include_str!("../../../taxonomy/promotion-v2.txt");
 pub const OVERRIDES_V2: &str = include_str!("../../../taxonomy/overrides-v2.txt");
 pub const CONCEALMENT_V2: &str = include_str!("../../../taxonomy/concealment-v2.txt");
+pub const IMPERATIVES_V3: &str = include_str!("../../../taxonomy/imperatives-v3.txt");
+pub const DIRECTIVES_V3: &str = include_str!("../../../taxonomy/directives-v3.txt");
+pub const PROMOTION_V3: &str = include_str!("../../../taxonomy/promotion-v3.txt");
+pub const OVERRIDES_V3: &str = include_str!("../../../taxonomy/overrides-v3.txt");
+pub const CONCEALMENT_V3: &str = include_str!("../../../taxonomy/concealment-v3.txt");
+pub const CUES_V3: &str = include_str!("../../../taxonomy/cues-v3.txt");
+pub const SEQUENCING_V3: &str = include_str!("../../../taxonomy/sequencing-v3.txt");
+pub const AUTHORITY_V3: &str = include_str!("../../../taxonomy/authority-v3.txt");
+pub const SENSITIVE_V3: &str = include_str!("../../../taxonomy/sensitive-v3.txt");
+pub const CHANNELS_V3: &str = include_str!("../../../taxonomy/channels-v3.txt");
 
 /// One phrase occurrence: which list, which phrase of it, and where in the
 /// lowered text (bytes).
@@ -81,11 +136,13 @@ pub struct Hit {
 /// scanned for them.
 #[derive(Debug, Clone)]
 pub struct Lexicon {
+    taxonomy: Taxonomy,
     /// Per category: phrases as written, and lowered.
-    phrases: [Vec<String>; 5],
-    lowered: [Vec<String>; 5],
+    phrases: [Vec<String>; CATEGORIES],
+    lowered: [Vec<String>; CATEGORIES],
     fields: Matcher,
     directives: Matcher,
+    names: Matcher,
 }
 
 /// One automaton and, per pattern, its (category, index within it).
@@ -97,7 +154,7 @@ struct Matcher {
 
 impl Matcher {
     fn build(
-        lowered: &[Vec<String>; 5],
+        lowered: &[Vec<String>; CATEGORIES],
         categories: &[Category],
         kind: AhoCorasickKind,
     ) -> Result<Matcher, PhraseError> {
@@ -147,28 +204,40 @@ impl Matcher {
 }
 
 impl Lexicon {
-    /// The built-in lists.
+    /// taxonomy-v2's built-in lists.
     pub fn v2() -> Lexicon {
-        Lexicon::build(|c| parse_lines(c.builtin())).unwrap_or_else(|e| {
+        Lexicon::builtin(Taxonomy::V2)
+    }
+
+    /// The built-in lists of `taxonomy` (v2 or later).
+    pub fn builtin(taxonomy: Taxonomy) -> Lexicon {
+        Lexicon::build(taxonomy, |c| parse_lines(c.builtin(taxonomy))).unwrap_or_else(|e| {
             // The built-in lists are constants; a unit test builds them.
-            panic!("the built-in taxonomy-v2 phrase lists: {e}")
+            panic!("the built-in {taxonomy} phrase lists: {e}")
         })
     }
 
-    /// The built-in lists with the imperatives replaced by `imperatives`
-    /// (a phrase file's text).
+    /// taxonomy-v2's built-in lists with the imperatives replaced by
+    /// `imperatives` (a phrase file's text).
     pub fn v2_with_imperatives(imperatives: &str) -> Result<Lexicon, PhraseError> {
-        Lexicon::build(|c| match c {
+        Lexicon::with_imperatives(Taxonomy::V2, imperatives)
+    }
+
+    /// `taxonomy`'s built-in lists with the imperatives (R02) replaced by
+    /// `imperatives` (a phrase file's text).
+    pub fn with_imperatives(taxonomy: Taxonomy, imperatives: &str) -> Result<Lexicon, PhraseError> {
+        Lexicon::build(taxonomy, |c| match c {
             Category::Imperative => parse_lines(imperatives),
-            other => parse_lines(other.builtin()),
+            other => parse_lines(other.builtin(taxonomy)),
         })
     }
 
     fn build(
+        taxonomy: Taxonomy,
         mut lines: impl FnMut(Category) -> (Vec<String>, Vec<String>),
     ) -> Result<Lexicon, PhraseError> {
-        let mut phrases: [Vec<String>; 5] = Default::default();
-        let mut lowered: [Vec<String>; 5] = Default::default();
+        let mut phrases: [Vec<String>; CATEGORIES] = Default::default();
+        let mut lowered: [Vec<String>; CATEGORIES] = Default::default();
         for c in Category::ALL {
             let (p, l) = lines(c);
             phrases[c.index()] = p;
@@ -181,6 +250,10 @@ impl Lexicon {
                 Category::Promotion,
                 Category::Override,
                 Category::Concealment,
+                Category::Cue,
+                Category::Sequencing,
+                Category::Authority,
+                Category::Sensitive,
             ],
             // Every changed field is searched: the fastest search.
             AhoCorasickKind::DFA,
@@ -192,7 +265,28 @@ impl Lexicon {
             &[Category::Directive],
             AhoCorasickKind::ContiguousNFA,
         )?;
+        // Input names only (R04 of taxonomy-v3), sensitive words included,
+        // written as name words: `id_rsa` is `id rsa`, `.ssh` is `ssh`.
+        let mut as_words: [Vec<String>; CATEGORIES] = Default::default();
+        for c in [Category::Sensitive, Category::Channel] {
+            as_words[c.index()] = lowered[c.index()]
+                .iter()
+                .map(|p| {
+                    p.split(|ch: char| !ch.is_alphanumeric())
+                        .filter(|w| !w.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+        }
+        let names = Matcher::build(
+            &as_words,
+            &[Category::Sensitive, Category::Channel],
+            AhoCorasickKind::ContiguousNFA,
+        )?;
         Ok(Lexicon {
+            taxonomy,
+            names,
             phrases,
             lowered,
             fields,
@@ -218,6 +312,17 @@ impl Lexicon {
     /// lowercased per C8), in list and phrase order.
     pub fn scan(&self, lowered_text: &str) -> Vec<Hit> {
         self.fields.scan(lowered_text)
+    }
+
+    /// The taxonomy whose lists these are.
+    pub fn taxonomy(&self) -> Taxonomy {
+        self.taxonomy
+    }
+
+    /// The sensitive and side-channel phrases (taxonomy-v3 R04) in an
+    /// input's name, written as lowered words joined by spaces.
+    pub fn scan_name(&self, lowered_words: &str) -> Vec<Hit> {
+        self.names.scan(lowered_words)
     }
 
     /// The same for the directives (R10), in phrase order.
@@ -251,10 +356,17 @@ mod tests {
 
     #[test]
     fn the_built_in_lists_build_and_keep_every_v1_imperative() {
-        let lexicon = Lexicon::v2();
-        for c in Category::ALL {
-            assert!(!lexicon.phrases(c).is_empty(), "{}", c.file());
+        for taxonomy in [Taxonomy::V2, Taxonomy::V3] {
+            let lexicon = Lexicon::builtin(taxonomy);
+            for c in Category::ALL {
+                assert_eq!(
+                    lexicon.phrases(c).is_empty(),
+                    c.file(taxonomy).is_none(),
+                    "{c:?} {taxonomy}"
+                );
+            }
         }
+        let lexicon = Lexicon::v2();
         let v1 = crate::PhraseList::imperatives_v1();
         for phrase in v1.phrases() {
             assert!(
@@ -265,6 +377,41 @@ mod tests {
                 "imperatives-v2.txt lacks the v1 phrase {phrase:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_v2_imperative_is_a_v3_imperative_or_cue_not_both() {
+        // docs/taxonomy-v3.md 3: v3 splits v2's R02 list into strong
+        // (R02) and weak (R14) phrases, and only adds to each.
+        let v2 = Lexicon::v2();
+        let v3 = Lexicon::builtin(Taxonomy::V3);
+        for phrase in v2.phrases(Category::Imperative) {
+            let strong = v3.phrases(Category::Imperative).contains(phrase);
+            let weak = v3.phrases(Category::Cue).contains(phrase);
+            assert!(strong ^ weak, "{phrase:?}: strong {strong}, weak {weak}");
+        }
+        assert!(v3.phrases(Category::Cue).iter().any(|p| p == "<!--"));
+    }
+
+    #[test]
+    fn input_names_match_the_name_form_of_phrases() {
+        let v3 = Lexicon::builtin(Taxonomy::V3);
+        let first = |words: &str| {
+            v3.scan_name(words)
+                .first()
+                .map(|h| v3.phrase(h.category, h.index).to_owned())
+        };
+        // `id_rsa` is listed; an input name's words are split at `_`.
+        assert_eq!(
+            first("content from reading ssh id rsa").as_deref(),
+            Some("id_rsa")
+        );
+        assert_eq!(first("llm model name").as_deref(), Some("llm"));
+        assert_eq!(first("sidenote").as_deref(), Some("sidenote"));
+        assert_eq!(first("connection id"), None);
+        assert_eq!(first("path"), None);
+        // Bounded by words: `tools` is listed, `toolset` is not it.
+        assert_eq!(first("toolset"), None);
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub mod text;
 
 pub use classify::Classifier;
 pub use evidence::{Classification, Detail, Evidence};
-pub use inventory::Inventory;
+pub use inventory::{Inventory, InventoryTool};
 pub use phrases::{PhraseError, PhraseList};
 pub use severity::{RuleId, Severity};
 pub use taxonomy::Taxonomy;

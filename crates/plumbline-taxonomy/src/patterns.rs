@@ -166,6 +166,13 @@ fn domain_possible_after(rest: &[u8]) -> bool {
 /// documentation (RFC 2606 and 6761 example names, RFC 5737 addresses),
 /// which no tool can reach.
 pub fn r03_hits_v2(s: &str, out: &mut Vec<Hit>) {
+    r03_hits_trimmed(s, out, is_documentation_name);
+}
+
+/// v1's matches and the home-relative paths of `s`, each trimmed of
+/// trailing sentence punctuation (V2-C2), without those shorter than two
+/// characters, bare home paths, and those `dropped` names.
+fn r03_hits_trimmed(s: &str, out: &mut Vec<Hit>, dropped: fn(PatternKind, &str) -> bool) {
     let start = out.len();
     r03_hits(s, out);
     if s.contains("~/") || s.contains("HOME") {
@@ -189,7 +196,7 @@ pub fn r03_hits_v2(s: &str, out: &mut Vec<Hit>) {
                 .rsplit_once('/')
                 .is_some_and(|(_, rest)| rest.is_empty())
             && trimmed.matches('/').count() == 1;
-        if trimmed.len() < 2 || bare_home || is_documentation_name(h.kind, trimmed) {
+        if trimmed.len() < 2 || bare_home || dropped(h.kind, trimmed) {
             out.remove(i);
         } else {
             i += 1;
@@ -225,6 +232,91 @@ fn is_documentation_name(kind: PatternKind, text: &str) -> bool {
         [.., tld] => matches!(*tld, "example" | "test" | "invalid"),
         [] => false,
     }
+}
+
+/// taxonomy-v3's R03 matches in `s` (`docs/taxonomy-v3.md` 4.3): v2's,
+/// where a documentation address is a parsed IPv4 address in the RFC 5737
+/// ranges (not a text prefix, V2-C5), a host with any label `example` is a
+/// documentation name, and placeholders are dropped: a URL with no host,
+/// a Unix path whose first segment is `path` (`/path/to/file`), a Unix
+/// path with no letter or digit (`/*`), and the `domain.com` family.
+pub fn r03_hits_v3(s: &str, out: &mut Vec<Hit>) {
+    r03_hits_trimmed(s, out, |kind, text| {
+        is_documentation_name_v3(kind, text) || is_placeholder(kind, text)
+    });
+}
+
+/// The host of a domain, IPv4 or URL match (V2-C4), without trailing dots,
+/// ASCII-lowercased; `None` for paths.
+fn host_of(kind: PatternKind, text: &str) -> Option<String> {
+    let host = match kind {
+        PatternKind::Domain | PatternKind::Ipv4 => text,
+        PatternKind::Url => {
+            let rest = text.split_once("://").map_or(text, |(_, r)| r);
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            host.split(':').next().unwrap_or(host)
+        }
+        _ => return None,
+    };
+    Some(host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+/// taxonomy-v3's documentation names: a host that is an IPv4 address
+/// (four decimal octets, 0–255) in 192.0.2.0/24, 198.51.100.0/24 or
+/// 203.0.113.0/24; a host with a label `example` (`example.com`,
+/// `api.example.net`, `example.atlassian.net`, `x.example`); or a host
+/// whose last label is `test` or `invalid`.
+fn is_documentation_name_v3(kind: PatternKind, text: &str) -> bool {
+    let Some(host) = host_of(kind, text) else {
+        return false;
+    };
+    let labels: Vec<&str> = host.split('.').collect();
+    let octets: Vec<u8> = labels
+        .iter()
+        .filter_map(|l| {
+            (!l.is_empty() && l.len() <= 3 && l.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| l.parse::<u16>().ok())
+                .flatten()
+                .and_then(|n| u8::try_from(n).ok())
+        })
+        .collect();
+    if labels.len() == 4 && octets.len() == 4 {
+        return matches!(
+            octets.as_slice(),
+            [192, 0, 2, _] | [198, 51, 100, _] | [203, 0, 113, _]
+        );
+    }
+    labels.contains(&"example") || matches!(labels.last(), Some(&("test" | "invalid")))
+}
+
+/// Placeholders that name no place (taxonomy-v3 4.3 item 5).
+fn is_placeholder(kind: PatternKind, text: &str) -> bool {
+    match kind {
+        PatternKind::Url => {
+            text.ends_with("://") || host_of(kind, text).is_some_and(|h| is_placeholder_domain(&h))
+        }
+        PatternKind::Domain => {
+            is_placeholder_domain(&text.trim_end_matches('.').to_ascii_lowercase())
+        }
+        PatternKind::UnixPath => {
+            text == "/path"
+                || text.starts_with("/path/")
+                || !text.chars().any(char::is_alphanumeric)
+        }
+        _ => false,
+    }
+}
+
+/// `domain.com`, `yourdomain.com`, `your-domain.org`, `mydomain.net` and
+/// their subdomains: the second-level label is a stand-in for a domain.
+fn is_placeholder_domain(host: &str) -> bool {
+    let mut labels = host.rsplit('.');
+    let _tld = labels.next();
+    matches!(
+        labels.next(),
+        Some("domain" | "yourdomain" | "your-domain" | "mydomain" | "my-domain")
+    )
 }
 
 fn push_all(re: &Regex, s: &str, kind: PatternKind, out: &mut Vec<Hit>) {

@@ -77,7 +77,8 @@ impl serde::Serialize for Severity {
     }
 }
 
-/// A rule of taxonomy-v1 (R01–R09) or taxonomy-v2 (R01–R13). Codes are
+/// A rule of taxonomy-v1 (R01–R09), taxonomy-v2 (R01–R13) or taxonomy-v3
+/// (R01–R20). Codes are
 /// stable and user-facing: changing what a rule flags is a new taxonomy
 /// version (spec 7), and a code keeps its severity in every version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -95,12 +96,19 @@ pub enum RuleId {
     R11,
     R12,
     R13,
+    R14,
+    R15,
+    R16,
+    R17,
+    R18,
+    R19,
+    R20,
 }
 
 impl RuleId {
     /// Every rule of every taxonomy; [`crate::Taxonomy::rules`] says which
     /// belong to one.
-    pub const ALL: [RuleId; 13] = [
+    pub const ALL: [RuleId; 20] = [
         RuleId::R01,
         RuleId::R02,
         RuleId::R03,
@@ -114,6 +122,13 @@ impl RuleId {
         RuleId::R11,
         RuleId::R12,
         RuleId::R13,
+        RuleId::R14,
+        RuleId::R15,
+        RuleId::R16,
+        RuleId::R17,
+        RuleId::R18,
+        RuleId::R19,
+        RuleId::R20,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -131,14 +146,33 @@ impl RuleId {
             RuleId::R11 => "R11",
             RuleId::R12 => "R12",
             RuleId::R13 => "R13",
+            RuleId::R14 => "R14",
+            RuleId::R15 => "R15",
+            RuleId::R16 => "R16",
+            RuleId::R17 => "R17",
+            RuleId::R18 => "R18",
+            RuleId::R19 => "R19",
+            RuleId::R20 => "R20",
         }
     }
 
     /// The rule's severity (spec 4).
     pub fn severity(self) -> Severity {
         match self {
-            RuleId::R01 | RuleId::R02 | RuleId::R10 | RuleId::R13 => Severity::Critical,
-            RuleId::R03 | RuleId::R04 | RuleId::R05 | RuleId::R11 | RuleId::R12 => Severity::High,
+            RuleId::R01 | RuleId::R02 | RuleId::R10 | RuleId::R13 | RuleId::R19 => {
+                Severity::Critical
+            }
+            RuleId::R03
+            | RuleId::R04
+            | RuleId::R05
+            | RuleId::R11
+            | RuleId::R12
+            | RuleId::R14
+            | RuleId::R15
+            | RuleId::R16
+            | RuleId::R17
+            | RuleId::R18
+            | RuleId::R20 => Severity::High,
             RuleId::R06 | RuleId::R07 => Severity::Medium,
             RuleId::R08 => Severity::Low,
             RuleId::R09 => Severity::None,
@@ -161,6 +195,13 @@ impl RuleId {
             RuleId::R11 => "Self-promotion aimed at the model's choice",
             RuleId::R12 => "Claim to change the user's inputs",
             RuleId::R13 => "Concealment from the user",
+            RuleId::R14 => "Wording aimed at the model",
+            RuleId::R15 => "Required call order",
+            RuleId::R16 => "Duplicate of another tool",
+            RuleId::R17 => "Authority claim or silent redirection",
+            RuleId::R18 => "Sensitive capability described",
+            RuleId::R19 => "Instruction with a second signal",
+            RuleId::R20 => "Text in a field MCP does not define",
         }
     }
 
@@ -179,7 +220,7 @@ impl fmt::Display for RuleId {
 
 /// An unknown rule code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown rule {0:?}: taxonomy-v1 has R01 to R09, taxonomy-v2 R01 to R13")]
+#[error("unknown rule {0:?}: taxonomy-v1 has R01 to R09, taxonomy-v2 R01 to R13, taxonomy-v3 R01 to R20")]
 pub struct UnknownRule(pub String);
 
 impl FromStr for RuleId {
@@ -189,7 +230,7 @@ impl FromStr for RuleId {
         let t = s.trim();
         let digits = t.strip_prefix(['R', 'r']).unwrap_or(t);
         match digits.parse::<u8>() {
-            Ok(n @ 1..=13) if digits.len() <= 2 => Ok(RuleId::ALL[usize::from(n - 1)]),
+            Ok(n @ 1..=20) if digits.len() <= 2 => Ok(RuleId::ALL[usize::from(n - 1)]),
             _ => Err(UnknownRule(s.to_owned())),
         }
     }
@@ -226,7 +267,8 @@ mod tests {
         assert_eq!("r9".parse(), Ok(RuleId::R09));
         assert_eq!("3".parse(), Ok(RuleId::R03));
         assert_eq!("R13".parse(), Ok(RuleId::R13));
-        assert!("R14".parse::<RuleId>().is_err());
+        assert_eq!("R20".parse(), Ok(RuleId::R20));
+        assert!("R21".parse::<RuleId>().is_err());
         assert!("R00".parse::<RuleId>().is_err());
     }
 }

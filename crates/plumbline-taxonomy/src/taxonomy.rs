@@ -1,5 +1,6 @@
 //! Which taxonomy grades: `taxonomy-v1` (the normative seed, exact) or
-//! `taxonomy-v2` (`docs/taxonomy-v2.md`). A grade is only meaningful with
+//! `taxonomy-v2` (`docs/taxonomy-v2.md`) or `taxonomy-v3`
+//! (`docs/taxonomy-v3.md`). A grade is only meaningful with
 //! the taxonomy that produced it, so every report and every stored grade
 //! names it.
 
@@ -16,16 +17,20 @@ pub enum Taxonomy {
     /// `taxonomy-v2`: R01–R09 revised where v1 raised false alarms, plus
     /// R10–R13 for the attack families v1 misses.
     V2,
+    /// `taxonomy-v3`: v2 with CRITICAL reserved for certain signals and
+    /// R14–R20 for the attack families v2 lets through.
+    V3,
 }
 
 impl Taxonomy {
-    pub const ALL: [Taxonomy; 2] = [Taxonomy::V1, Taxonomy::V2];
+    pub const ALL: [Taxonomy; 3] = [Taxonomy::V1, Taxonomy::V2, Taxonomy::V3];
 
     /// The full name: `taxonomy-v1`, `taxonomy-v2`.
     pub fn id(self) -> &'static str {
         match self {
             Taxonomy::V1 => "taxonomy-v1",
             Taxonomy::V2 => "taxonomy-v2",
+            Taxonomy::V3 => "taxonomy-v3",
         }
     }
 
@@ -34,6 +39,7 @@ impl Taxonomy {
         match self {
             Taxonomy::V1 => "v1",
             Taxonomy::V2 => "v2",
+            Taxonomy::V3 => "v3",
         }
     }
 
@@ -41,8 +47,15 @@ impl Taxonomy {
     pub fn rules(self) -> &'static [RuleId] {
         match self {
             Taxonomy::V1 => &RuleId::ALL[..9],
-            Taxonomy::V2 => &RuleId::ALL,
+            Taxonomy::V2 => &RuleId::ALL[..13],
+            Taxonomy::V3 => &RuleId::ALL,
         }
+    }
+
+    /// Whether this taxonomy revises v1's rules as taxonomy-v2 does (v2 and
+    /// every later version, unless it says otherwise).
+    pub fn since_v2(self) -> bool {
+        self >= Taxonomy::V2
     }
 
     pub fn has(self, rule: RuleId) -> bool {
@@ -58,7 +71,7 @@ impl fmt::Display for Taxonomy {
 
 /// An unknown taxonomy name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown taxonomy {0:?}: expected v1 or v2")]
+#[error("unknown taxonomy {0:?}: expected v1, v2 or v3")]
 pub struct UnknownTaxonomy(pub String);
 
 impl FromStr for Taxonomy {
@@ -70,6 +83,7 @@ impl FromStr for Taxonomy {
         match t.strip_prefix('v').unwrap_or(t) {
             "1" => Ok(Taxonomy::V1),
             "2" => Ok(Taxonomy::V2),
+            "3" => Ok(Taxonomy::V3),
             _ => Err(UnknownTaxonomy(s.to_owned())),
         }
     }
@@ -99,7 +113,8 @@ mod tests {
             assert_eq!(t.short().parse(), Ok(t));
         }
         assert_eq!("V2".parse(), Ok(Taxonomy::V2));
-        assert!("v3".parse::<Taxonomy>().is_err());
+        assert_eq!("v3".parse(), Ok(Taxonomy::V3));
+        assert!("v4".parse::<Taxonomy>().is_err());
         assert_eq!(Taxonomy::V1.rules().last(), Some(&RuleId::R09));
         assert!(Taxonomy::V2.has(RuleId::R13) && !Taxonomy::V1.has(RuleId::R10));
     }

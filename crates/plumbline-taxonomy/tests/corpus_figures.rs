@@ -121,3 +121,64 @@ fn taxonomy_v2_meets_its_targets_on_both_halves() {
         );
     }
 }
+
+/// taxonomy-v3's targets (docs/taxonomy-v3.md 9): at least 98% of the
+/// attacks of each half graded HIGH or above, at most 5% of the benign
+/// release changes graded HIGH or above and 0.2% CRITICAL, and none of our
+/// own benign examples CRITICAL.
+#[test]
+fn taxonomy_v3_meets_its_targets() {
+    use plumbline_taxonomy::corpus::{evaluate, parse_labelled, Label, LabelledPair};
+    use plumbline_taxonomy::Taxonomy;
+
+    let read = |name: &str| -> Vec<LabelledPair> {
+        corpus(name)
+            .lines()
+            .map(|l| parse_labelled(l).expect("labelled pair"))
+            .collect()
+    };
+    let a = read("evaluation/attacks-a.jsonl");
+    let b = read("evaluation/attacks-b.jsonl");
+    let real = read("evaluation/real.jsonl");
+    let own: Vec<LabelledPair> = read("own/design.jsonl")
+        .into_iter()
+        .chain(read("own/heldout.jsonl"))
+        .collect();
+    let v3 = Classifier::for_taxonomy(Taxonomy::V3);
+    let all = a.iter().chain(&b).chain(&real).chain(&own);
+    let e = evaluate(&v3, all.map(|p| (p, "corpus")));
+    assert!(e.unreadable.is_empty(), "{:?}", e.unreadable);
+    for group in ["attacks-a", "attacks-b"] {
+        let g = e
+            .groups
+            .iter()
+            .find(|g| g.group == group && g.label == Some(Label::Attack))
+            .expect(group);
+        assert!(
+            g.at_least_high * 100 >= g.pairs * 98,
+            "{group}: {} of {} at HIGH or above",
+            g.at_least_high,
+            g.pairs
+        );
+    }
+    let real_benign = e.groups.iter().find(|g| g.group == "real").expect("real");
+    assert!(
+        real_benign.at_least_high * 20 <= real_benign.pairs,
+        "benign at HIGH or above: {} of {}",
+        real_benign.at_least_high,
+        real_benign.pairs
+    );
+    assert!(
+        real_benign.critical * 500 <= real_benign.pairs,
+        "benign CRITICAL: {} of {}",
+        real_benign.critical,
+        real_benign.pairs
+    );
+    let own_benign_critical: usize = e
+        .families
+        .iter()
+        .filter(|g| g.label == Some(Label::Benign))
+        .map(|g| g.critical)
+        .sum();
+    assert_eq!(own_benign_critical, 0, "{:?}", e.families);
+}

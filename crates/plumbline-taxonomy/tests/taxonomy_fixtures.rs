@@ -1,7 +1,8 @@
 //! The conformance suites: every directory under `testdata/taxonomy/`
 //! (taxonomy-v1, spec 6) is one named test `fixture::…`, and every one
 //! under `testdata/taxonomy-v2/` (docs/taxonomy-v2.md 8) one named test
-//! `v2::…`. A failure prints the fixture's inputs, what it wants, what we
+//! `v2::…`, and under `testdata/taxonomy-v3/` (docs/taxonomy-v3.md 8)
+//! `v3::…`. A failure prints the fixture's inputs, what it wants, what we
 //! got, and the evidence.
 //!
 //! Fixtures are normative and written by hand from the spec; nothing here
@@ -20,9 +21,10 @@ use serde_json::Value as Json;
 const MIN_PER_RULE: usize = 5;
 
 /// One suite: the test-name prefix, the directory, the taxonomy.
-const SUITES: [(&str, &str, Taxonomy); 2] = [
+const SUITES: [(&str, &str, Taxonomy); 3] = [
     ("fixture", "testdata/taxonomy", Taxonomy::V1),
     ("v2", "testdata/taxonomy-v2", Taxonomy::V2),
+    ("v3", "testdata/taxonomy-v3", Taxonomy::V3),
 ];
 
 fn main() {
@@ -62,10 +64,10 @@ fn suite(prefix: &'static str, dir: &str, taxonomy: Taxonomy) -> Vec<Trial> {
         })
         .collect();
     // The v1 suite keeps its meta-test names.
-    let meta = if prefix == "fixture" {
-        "meta"
-    } else {
-        "meta_v2"
+    let meta = match prefix {
+        "fixture" => "meta",
+        "v2" => "meta_v2",
+        _ => "meta_v3",
     };
     let all = dirs.clone();
     trials.push(Trial::test(
@@ -112,8 +114,9 @@ fn parse_name(taxonomy: Taxonomy, name: &str) -> Result<RuleId, String> {
     Ok(rule)
 }
 
-/// The directory holds exactly `old.json`, `new.json` and `want.json`
-/// (and, for v2, optionally `inventory.json`); both tools are JSON
+/// The directory holds exactly `old.json` (a v3 fixture without it grades
+/// an added tool), `new.json` and `want.json` (and, for v2 and v3, optionally
+/// `inventory.json`); both tools are JSON
 /// objects; `want.json` has a valid severity, sorted unique rules of the
 /// suite's taxonomy, a severity that is the max of its rules, and no keys
 /// besides `severity`, `rules` and the optional hand-written `why`.
@@ -129,47 +132,80 @@ fn check_shape(taxonomy: Taxonomy, dir: &Path) -> Result<(), String> {
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect();
     files.sort();
-    let with_inventory = ["inventory.json", "new.json", "old.json", "want.json"];
-    let allowed = files == ["new.json", "old.json", "want.json"]
-        || (taxonomy == Taxonomy::V2 && files == with_inventory);
-    if !allowed {
+    // taxonomy-v3 8: a fixture without old.json grades new.json as an
+    // added tool.
+    let added = is_added(taxonomy, dir);
+    let mut want_files = vec!["new.json", "want.json"];
+    if !added {
+        want_files.push("old.json");
+    }
+    if taxonomy >= Taxonomy::V2 && files.iter().any(|f| f == "inventory.json") {
+        want_files.push("inventory.json");
+    }
+    want_files.sort();
+    if files != want_files {
         return Err(format!(
-            "{name}: holds {files:?}, want exactly new.json, old.json, want.json{}",
-            if taxonomy == Taxonomy::V2 {
-                " (and optionally inventory.json)"
+            "{name}: holds {files:?}, want exactly {want_files:?}{}",
+            if taxonomy >= Taxonomy::V2 {
+                " (inventory.json optional)"
             } else {
                 ""
             }
         ));
     }
-    read_inventory(dir)?;
-    for f in ["old.json", "new.json"] {
+    read_inventory(taxonomy, dir)?;
+    let tools: &[&str] = if added {
+        &["new.json"]
+    } else {
+        &["old.json", "new.json"]
+    };
+    for f in tools {
         let bytes = fs::read(dir.join(f)).map_err(|e| format!("{name}/{f}: {e}"))?;
         parse_tool(&bytes).map_err(|e| format!("{name}/{f}: {e}"))?;
     }
     read_want(taxonomy, dir).map(|_| ())
 }
 
-/// `inventory.json`: `{"siblings": [...], "foreign": [...]}`; empty when
-/// absent.
-fn read_inventory(dir: &Path) -> Result<Inventory, String> {
+/// A taxonomy-v3 fixture without `old.json` grades an added tool.
+fn is_added(taxonomy: Taxonomy, dir: &Path) -> bool {
+    taxonomy >= Taxonomy::V3 && !dir.join("old.json").exists()
+}
+
+/// `inventory.json`: `{"siblings": [...], "foreign": [...]}` (names), and
+/// for taxonomy-v3 also `"sibling_tools"` and `"foreign_tools"` (tool
+/// objects, docs/taxonomy-v3.md 1.1); empty when absent.
+fn read_inventory(taxonomy: Taxonomy, dir: &Path) -> Result<Inventory, String> {
     let path = dir.join("inventory.json");
     if !path.exists() {
         return Ok(Inventory::empty());
     }
     let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let json: BTreeMap<String, Vec<String>> =
+    let json: BTreeMap<String, Json> =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    if let Some(k) = json
-        .keys()
-        .find(|k| !["siblings", "foreign"].contains(&k.as_str()))
-    {
+    let keys: &[&str] = if taxonomy >= Taxonomy::V3 {
+        &["siblings", "foreign", "sibling_tools", "foreign_tools"]
+    } else {
+        &["siblings", "foreign"]
+    };
+    if let Some(k) = json.keys().find(|k| !keys.contains(&k.as_str())) {
         return Err(format!("{}: unexpected key {k:?}", path.display()));
     }
-    let get = |k: &str| json.get(k).cloned().unwrap_or_default();
-    Ok(Inventory::empty()
-        .with_siblings(get("siblings"))
-        .with_foreign(get("foreign")))
+    for k in ["siblings", "foreign"] {
+        let names_ok = json.get(k).is_none_or(|v| {
+            v.as_array()
+                .is_some_and(|a| a.iter().all(|n| n.is_string()))
+        });
+        if !names_ok {
+            return Err(format!(
+                "{}: {k:?} is not an array of names",
+                path.display()
+            ));
+        }
+    }
+    let value = plumbline_taxonomy::json::parse_with_depth(text.as_bytes(), 1_100)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    plumbline_taxonomy::corpus::inventory_for(Some(&value), taxonomy)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 struct Want {
@@ -241,13 +277,22 @@ fn read_want(taxonomy: Taxonomy, dir: &Path) -> Result<Want, String> {
 fn run_fixture(classifier: &Classifier, dir: &Path) -> Result<(), Failed> {
     let taxonomy = classifier.taxonomy();
     check_shape(taxonomy, dir)?;
-    let old_text = fs::read_to_string(dir.join("old.json"))?;
+    let added = is_added(taxonomy, dir);
+    let old_text = if added {
+        "(none: an added tool)".to_owned()
+    } else {
+        fs::read_to_string(dir.join("old.json"))?
+    };
     let new_text = fs::read_to_string(dir.join("new.json"))?;
-    let old = parse_tool(old_text.as_bytes())?;
     let new = parse_tool(new_text.as_bytes())?;
     let want = read_want(taxonomy, dir)?;
-    let inventory = read_inventory(dir)?;
-    let got = classifier.classify_in(&old, &new, &inventory);
+    let inventory = read_inventory(taxonomy, dir)?;
+    let got = if added {
+        classifier.classify_added(&new, &inventory)
+    } else {
+        let old = parse_tool(old_text.as_bytes())?;
+        classifier.classify_in(&old, &new, &inventory)
+    };
     let got_rules: Vec<&str> = got.rules.iter().map(|r| r.as_str()).collect();
     if got.severity.as_str() == want.severity && got_rules == want.rules {
         return Ok(());

@@ -67,11 +67,29 @@ pub fn change_inputs(
         Change::Removed | Change::Unreadable { .. } => None,
         _ => load_named(store, &observation, tool)?,
     };
-    let siblings: Vec<String> = observation
-        .tools
-        .iter()
-        .filter_map(|t| t.name.clone())
-        .collect();
+    // An added tool is compared with its siblings' descriptions
+    // (taxonomy-v3 R16), as drift did when it was recorded; a changed one
+    // needs only their names.
+    let siblings: Vec<(String, Option<String>)> = if matches!(change, Change::Added) {
+        load_tools(store, &observation)?
+            .into_iter()
+            .map(|t| {
+                let description = t
+                    .definition
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                (t.name, description)
+            })
+            .collect()
+    } else {
+        observation
+            .tools
+            .iter()
+            .filter_map(|t| t.name.clone())
+            .map(|name| (name, None))
+            .collect()
+    };
     let foreign = foreign_names(store, store.inventory(id)?)?;
     Ok(ChangeInputs(Inputs::One(Box::new(One {
         observation,
@@ -101,8 +119,11 @@ impl ChangeInputs {
             Inputs::One(one) => *one,
             Inputs::Graded(detail) => return *detail,
         };
-        let siblings = Inventory::empty()
-            .with_siblings(siblings)
+        let siblings = siblings
+            .iter()
+            .fold(Inventory::empty(), |inventory, (name, description)| {
+                inventory.with_sibling_tool(name, description.as_deref())
+            })
             .with_foreign(foreign);
         grader.count();
         let classification = match (&old, &new) {
@@ -169,7 +190,7 @@ pub(super) fn change_among_copies(
     };
     let (old_copies, new_copies) = (named(&before, old_name), named(&after, tool));
     let siblings = Inventory::empty()
-        .with_siblings(after.iter().map(|t| t.name.as_str()))
+        .with_sibling_definitions(after.iter().map(|t| (t.name.as_str(), &t.definition)))
         .with_foreign(foreign);
     let (old, new) = match &drift.change {
         Change::Added => (None, new_copies.get(named(&before, tool).len()).cloned()),

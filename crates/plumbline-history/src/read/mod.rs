@@ -476,7 +476,8 @@ struct One {
     change: Change,
     old: Option<LoadedTool>,
     new: Option<LoadedTool>,
-    siblings: Vec<String>,
+    /// The listing's tool names, with descriptions for an added tool (R16).
+    siblings: Vec<(String, Option<String>)>,
     /// The foreign inventory the change was graded with.
     foreign: Vec<String>,
 }

@@ -2,7 +2,8 @@
 //! Markdown file beside its code (the text `plumbline explain` prints).
 //! R01–R09 are taxonomy-v1's; where taxonomy-v2 revises one, the rule's
 //! module holds both versions and its documentation says how they differ.
-//! R10–R13 exist in taxonomy-v2 only.
+//! R10–R13 exist in taxonomy-v2 and v3; R14–R20 in taxonomy-v3 only, which
+//! revises R01, R02, R03, R04, R06 and R11 again (`docs/taxonomy-v3.md`).
 
 use crate::diff::Change;
 use crate::evidence::Evidence;
@@ -30,6 +31,13 @@ pub mod r10_instruction_about_another_tool;
 pub mod r11_self_promotion;
 pub mod r12_input_override;
 pub mod r13_concealment;
+pub mod r14_wording_aimed_at_the_model;
+pub mod r15_required_call_order;
+pub mod r16_duplicate_tool;
+pub mod r17_authority_or_redirection;
+pub mod r18_sensitive_capability;
+pub mod r19_second_signal;
+pub mod r20_undefined_field_text;
 pub(crate) mod references;
 
 /// The documentation of `rule`.
@@ -48,6 +56,13 @@ pub fn documentation(rule: RuleId) -> &'static str {
         RuleId::R11 => r11_self_promotion::DOC,
         RuleId::R12 => r12_input_override::DOC,
         RuleId::R13 => r13_concealment::DOC,
+        RuleId::R14 => r14_wording_aimed_at_the_model::DOC,
+        RuleId::R15 => r15_required_call_order::DOC,
+        RuleId::R16 => r16_duplicate_tool::DOC,
+        RuleId::R17 => r17_authority_or_redirection::DOC,
+        RuleId::R18 => r18_sensitive_capability::DOC,
+        RuleId::R19 => r19_second_signal::DOC,
+        RuleId::R20 => r20_undefined_field_text::DOC,
     }
 }
 
@@ -215,8 +230,10 @@ impl<'a> Context<'a> {
         self.changed_strings.iter().filter(|s| s.human_readable)
     }
 
+    /// taxonomy-v2 or later: v2's revisions of v1's rules apply (v3
+    /// changes some of them again, and says so where it does).
     pub fn is_v2(&self) -> bool {
-        self.taxonomy == Taxonomy::V2
+        self.taxonomy.since_v2()
     }
 
     /// v1's phrase list (R02 and R05 of taxonomy-v1 only).
@@ -293,5 +310,48 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
     found
 }
 
+/// The words of a name, lowered and joined by single spaces: split at
+/// every character that is not a letter or digit and before an upper-case
+/// letter that follows a lower-case one (`content_from_reading_ssh_id_rsa`
+/// → `content from reading ssh id rsa`, `llmModelName` → `llm model
+/// name`), taxonomy-v3 4.4.
+pub(crate) fn name_words(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    let mut prev: Option<char> = None;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            if !out.is_empty() && !out.ends_with(' ') {
+                out.push(' ');
+            }
+            prev = None;
+            continue;
+        }
+        if c.is_uppercase() && prev.is_some_and(char::is_lowercase) && !out.ends_with(' ') {
+            out.push(' ');
+        }
+        out.push(crate::text::lower_char(c));
+        prev = Some(c);
+    }
+    out.trim_end().to_owned()
+}
+
 /// Evidence collected for one rule.
 pub(crate) type Found = Vec<Evidence>;
+
+#[cfg(test)]
+mod tests {
+    use super::name_words;
+
+    #[test]
+    fn name_words_split_at_separators_and_camel_case() {
+        assert_eq!(
+            name_words("content_from_reading_ssh_id_rsa"),
+            "content from reading ssh id rsa"
+        );
+        assert_eq!(name_words("llmModelName"), "llm model name");
+        assert_eq!(name_words("HTTPServer"), "httpserver");
+        assert_eq!(name_words("--tools--list--"), "tools list");
+        assert_eq!(name_words(""), "");
+        assert_eq!(name_words("Ünïcode_Name"), "ünïcode name");
+    }
+}

@@ -148,7 +148,11 @@ fn check_v2(ctx: &Context<'_>) -> Found {
                 });
             }
         }
-        if f.new.contains(COMMENT_MARKER) && !f.old.contains(COMMENT_MARKER) {
+        // taxonomy-v3 reads `<!--` as wording (R14), not as a payload.
+        if ctx.taxonomy == crate::taxonomy::Taxonomy::V2
+            && f.new.contains(COMMENT_MARKER)
+            && !f.old.contains(COMMENT_MARKER)
+        {
             found.push(Evidence {
                 rule: RuleId::R01,
                 pointer: f.pointer(),

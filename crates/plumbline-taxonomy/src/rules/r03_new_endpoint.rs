@@ -25,8 +25,11 @@ pub(crate) fn is_schema_metadata(path: &[Seg<'_>]) -> bool {
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let v2 = ctx.is_v2();
     let skip_metadata = v2 || ctx.added;
+    let v3 = ctx.taxonomy == crate::taxonomy::Taxonomy::V3;
     let scan = |s: &str, out: &mut Vec<crate::patterns::Hit>| {
-        if v2 {
+        if v3 {
+            crate::patterns::r03_hits_v3(s, out)
+        } else if v2 {
             r03_hits_v2(s, out)
         } else {
             r03_hits(s, out)

@@ -132,7 +132,45 @@ fn check_v2(ctx: &Context<'_>) -> Found {
         .collect()
 }
 
+/// taxonomy-v3 (4.4): the first phrase of `sensitive-v3.txt` or
+/// `channels-v3.txt` (list order) in the words of an input's name.
+pub(crate) fn asks_for(ctx: &Context<'_>, name: &Value) -> Option<String> {
+    let lexicon = ctx.lexicon()?;
+    let words = super::name_words(name.as_str()?);
+    let hit = lexicon.scan_name(&words).into_iter().next()?;
+    Some(lexicon.phrase(hit.category, hit.index).to_owned())
+}
+
+/// taxonomy-v3: a gained, undescribed input fires only when its name asks
+/// for sensitive material or a side channel; R06 takes the others.
+fn check_v3(ctx: &Context<'_>) -> Found {
+    let change = ctx.required_change();
+    if change.is_rename() {
+        return Vec::new();
+    }
+    let mut found = Vec::new();
+    for (pointer, name, _) in &change.gained {
+        if is_documented(ctx.new, name) {
+            continue;
+        }
+        if let Some(phrase) = asks_for(ctx, name) {
+            found.push(Evidence {
+                rule: RuleId::R04,
+                pointer: pointer.clone(),
+                detail: Detail::SensitiveRequired {
+                    name: name.clone(),
+                    phrase,
+                },
+            });
+        }
+    }
+    found
+}
+
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    if ctx.taxonomy == crate::taxonomy::Taxonomy::V3 {
+        return check_v3(ctx);
+    }
     if ctx.is_v2() {
         return check_v2(ctx);
     }

@@ -43,6 +43,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
                 }
             } else if is_documented(ctx.new, name) {
                 Detail::DocumentedRequired { name: name.clone() }
+            } else if ctx.taxonomy == crate::taxonomy::Taxonomy::V3
+                && super::r04_new_required_property::asks_for(ctx, name).is_none()
+            {
+                // taxonomy-v3 4.6: R04 fires only for names asking for
+                // sensitive material; every other new input is R06's.
+                Detail::PlainRequired { name: name.clone() }
             } else {
                 continue;
             };

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::references::{sentence_around, Reference};
 use super::{Context, Found};
-use crate::evidence::{Detail, Evidence};
+use crate::evidence::{Detail, Evidence, ReferenceBy};
 use crate::lexicon::{Category, Lexicon};
 use crate::severity::RuleId;
 use crate::text::lower;
@@ -60,12 +60,21 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let Some(lexicon) = ctx.lexicon() else {
         return found;
     };
+    // taxonomy-v3 (4.10): only a reference that certainly names another
+    // tool (another server's, or an `mcp://` address); a word that only
+    // looks like a tool may be a stale or misspelt sibling (R05, R15).
+    let certain = |refs: &[Reference]| -> Vec<Reference> {
+        refs.iter()
+            .filter(|r| ctx.taxonomy < crate::taxonomy::Taxonomy::V3 || r.by != ReferenceBy::Form)
+            .cloned()
+            .collect()
+    };
     for f in ctx.changed_fields() {
-        let new = instructions(lexicon, f.new, f.new_refs(ctx));
+        let new = instructions(lexicon, f.new, &certain(f.new_refs(ctx)));
         if new.is_empty() {
             continue;
         }
-        let old = instructions(lexicon, f.old, f.old_refs(ctx));
+        let old = instructions(lexicon, f.old, &certain(f.old_refs(ctx)));
         for (tool, (directive, sentence)) in new {
             if old.contains_key(&tool) {
                 continue;

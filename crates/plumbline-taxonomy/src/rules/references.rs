@@ -363,6 +363,28 @@ fn has_camel(bytes: &[u8]) -> bool {
         })
 }
 
+/// Whether `span` lies inside an R03 match the taxonomy keeps in `text`
+/// (2.7 item 7): the matches are found once per text, on first need.
+fn inside_endpoint(
+    ctx: &Context<'_>,
+    text: &str,
+    span: &Range<usize>,
+    matches: &mut Option<Vec<Range<usize>>>,
+) -> bool {
+    let matches = matches.get_or_insert_with(|| {
+        let mut hits = Vec::new();
+        if ctx.taxonomy >= crate::taxonomy::Taxonomy::V3 {
+            crate::patterns::r03_hits_v3(text, &mut hits);
+        } else {
+            r03_hits_v2(text, &mut hits);
+        }
+        hits.into_iter().map(|h| h.span).collect()
+    });
+    matches
+        .iter()
+        .any(|r| r.start <= span.start && span.end <= r.end)
+}
+
 /// Every place in `text` that names another tool, in text order.
 pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
     let mut out = Vec::new();
@@ -450,15 +472,7 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
             });
             continue;
         }
-        let excluded = excluded.get_or_insert_with(|| {
-            let mut hits = Vec::new();
-            r03_hits_v2(text, &mut hits);
-            hits.into_iter().map(|h| h.span).collect()
-        });
-        if excluded
-            .iter()
-            .any(|r| r.start <= span.start && span.end <= r.end)
-        {
+        if inside_endpoint(ctx, text, &span, &mut excluded) {
             continue;
         }
         out.push(Reference {
@@ -468,6 +482,51 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
         });
     }
     out.sort_by_key(|r| r.span.start);
+    out
+}
+
+/// taxonomy-v3 (4.15): the tools of the same server a text names, and the
+/// names it writes as code. A word (2.7 item 2) names one when it, or its
+/// last part, is a sibling's name and the word is identifier-shaped or in
+/// tool context; or when it is identifier-shaped, not the tool's own
+/// vocabulary, starts with a lower-case ASCII letter, and is wrapped in
+/// backticks (`` `sync_state` ``). Words inside
+/// an R03 match are skipped as in 2.7 item 7. Foreign names and form
+/// references are [`references`]'.
+pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
+    let mut out = Vec::new();
+    let mut excluded: Option<Vec<Range<usize>>> = None;
+    for (span, shaped) in words_shaped(text) {
+        let word = &text[span.clone()];
+        let last = last_part(word);
+        let before = text[..span.start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@')) {
+            continue;
+        }
+        let sibling = ctx.inventory.is_sibling(word) || ctx.inventory.is_sibling(last);
+        let code = shaped
+            && word.starts_with(|c: char| c.is_ascii_lowercase())
+            && before == Some('`')
+            && text[span.end..].starts_with('`')
+            && !sibling
+            && !ctx.own_names().contains(word)
+            && !ctx.own_names().contains(last);
+        let by = if sibling && (shaped || in_tool_context(text, &span)) {
+            ReferenceBy::Inventory
+        } else if code {
+            ReferenceBy::Form
+        } else {
+            continue;
+        };
+        if inside_endpoint(ctx, text, &span, &mut excluded) {
+            continue;
+        }
+        out.push(Reference {
+            name: word.to_owned(),
+            by,
+            span,
+        });
+    }
     out
 }
 

@@ -1,0 +1,138 @@
+//! R16 — HIGH — Duplicate of another tool (taxonomy-v3 4.16).
+#![doc = include_str!("r16_duplicate_tool.md")]
+
+use super::{Context, Found};
+use crate::evidence::{Detail, Evidence};
+use crate::json::Value;
+use crate::severity::RuleId;
+use crate::text::{word_distance, words};
+
+pub const DOC: &str = include_str!("r16_duplicate_tool.md");
+
+/// The fewest words a description needs before two of them can be called
+/// the same: "Lists files." is not a duplicate of "Lists files." on
+/// another server in any sense that matters.
+pub const MIN_WORDS: usize = 4;
+
+/// A name with its style removed: ASCII-lowercased, without `-`, `_`,
+/// `.` and spaces (drift's rename test, `docs/taxonomy-v2.md` 6).
+pub fn styleless(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '-' | '_' | '.' | ' '))
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// A description's words for comparison: lowercased (C8), letters and
+/// digits only, without the articles `a`, `an`, `the`.
+pub fn comparable_words(text: &str) -> Vec<String> {
+    words(text)
+        .map(|w| {
+            crate::text::lower(w)
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+        })
+        .filter(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"))
+        .collect()
+}
+
+/// Whether `shorter` occurs in `longer` in order, gaps allowed.
+fn is_subsequence(shorter: &[String], longer: &[String]) -> bool {
+    let mut rest = longer.iter();
+    shorter.iter().all(|w| rest.any(|l| l == w))
+}
+
+/// Two descriptions say the same (4.16): their comparable words are less
+/// than 0.20 apart (spec 2.4's measure and threshold), or the words of the
+/// shorter occur in order in the longer, which has at most twice as many.
+/// Each needs at least [`MIN_WORDS`] comparable words.
+pub fn same_description(a: &str, b: &str) -> bool {
+    let (a, b) = (comparable_words(a), comparable_words(b));
+    if a.len() < MIN_WORDS || b.len() < MIN_WORDS {
+        return false;
+    }
+    let (shorter, longer) = if a.len() <= b.len() {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    if longer.len() <= 2 * shorter.len() && is_subsequence(shorter, longer) {
+        return true;
+    }
+    word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
+}
+
+/// Only an added tool can shadow another (drift grades it against `{}`):
+/// a changed tool was already beside the others.
+pub(crate) fn check(ctx: &Context<'_>) -> Found {
+    let mut found = Vec::new();
+    if !ctx.added || ctx.inventory.tools().is_empty() {
+        return found;
+    }
+    let Some(name) = ctx.new.get("name").and_then(Value::as_str) else {
+        return found;
+    };
+    let own_style = styleless(name);
+    let description = ctx.new.get("description").and_then(Value::as_str);
+    for tool in ctx.inventory.tools() {
+        if tool.name == name {
+            continue;
+        }
+        let by = if !own_style.is_empty() && styleless(&tool.name) == own_style {
+            "name"
+        } else if let (Some(mine), Some(theirs)) = (description, tool.description.as_deref()) {
+            if same_description(mine, theirs) {
+                "description"
+            } else {
+                continue;
+            }
+        } else {
+            continue;
+        };
+        found.push(Evidence {
+            rule: RuleId::R16,
+            pointer: "/name".to_owned(),
+            detail: Detail::Duplicate {
+                tool: tool.name.clone(),
+                by,
+                on: if tool.foreign { "foreign" } else { "sibling" },
+            },
+        });
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_lose_their_style() {
+        assert_eq!(styleless("read_file"), styleless("readFile"));
+        assert_eq!(styleless("read-file"), "readfile");
+        assert_ne!(styleless("read_files"), styleless("read_file"));
+    }
+
+    #[test]
+    fn descriptions_are_the_same_when_close_or_a_shortened_copy() {
+        let original = "Get a detailed listing of all files and directories in a specified path.";
+        assert!(same_description(original, original));
+        assert!(same_description(
+            original,
+            "Gets the detailed listing of all files and directories in a specified path."
+        ));
+        // A shortened copy: the shorter's words in order in the longer.
+        assert!(same_description(
+            original,
+            "Listing of all files in a path."
+        ));
+        assert!(!same_description(original, "Read a file."));
+        assert!(!same_description(
+            "Lists open issues of a repository.",
+            "Lists open pull requests of a repository."
+        ));
+        // Too few comparable words to call anything a copy.
+        assert!(!same_description("Reads a file.", "Reads a file."));
+    }
+}
