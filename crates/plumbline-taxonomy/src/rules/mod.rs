@@ -167,7 +167,9 @@ impl<'a> Context<'a> {
         // exactly when it lies at or under an Added or Modified change: the
         // diff descends wherever both sides are objects or both arrays, so
         // every other string is equal to its old counterpart.
-        let mut changed_strings = Vec::new();
+        // Most changes are one modified string: room for one each spares
+        // regrowing (and copying) these large entries.
+        let mut changed_strings = Vec::with_capacity(changes.len());
         for change in changes {
             let Some(new_value) = change.new else {
                 continue;
