@@ -526,6 +526,32 @@ fn error_at(input: &[u8], offset: usize, kind: ParseErrorKind) -> ParseError {
 
 type PResult<T> = Result<T, (usize, ParseErrorKind)>;
 
+/// The offset of the first `"`, `\\` or byte below 0x20 in `bytes` (at
+/// most 16 long), if any: eight bytes at a time, with the bit tricks
+/// that find a zero byte in a word (the lowest flagged byte is always a
+/// true one; a borrow can only flag bytes above it).
+fn first_stop(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    for chunk in bytes.chunks(8) {
+        let mut word = [b'a'; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        let flagged = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (x.wrapping_sub(ONES * 0x20) & !x))
+            & HIGH;
+        if flagged != 0 {
+            return Some(at + flagged.trailing_zeros() as usize / 8);
+        }
+        at += chunk.len();
+    }
+    None
+}
+
 /// The offset of the first byte below 0x20 in `bytes`, if any.
 fn first_control(bytes: &[u8]) -> Option<usize> {
     if bytes.iter().fold(false, |any, &b| any | (b < 0x20)) {
@@ -707,14 +733,25 @@ impl Parser<'_> {
     fn string(&mut self) -> PResult<String> {
         self.pos += 1; // opening quote
         let start = self.pos;
-        // Fast path: find the closing quote or first backslash with a
-        // vectorised search, then check the run for control characters
-        // (a branch-free fold the compiler vectorises too).
-        let run = memchr::memchr2(b'"', b'\\', &self.bytes[start..])
-            .map_or(self.bytes.len(), |n| start + n);
-        if let Some(bad) = first_control(&self.bytes[start..run]) {
-            return Err((start + bad, ParseErrorKind::ControlCharacterInString));
-        }
+        // Most strings are keys and short words: a byte loop over the first
+        // bytes finds their end (a quote), a backslash or a control
+        // character sooner than a vectorised search is set up. Past them,
+        // find the closing quote or first backslash with a vectorised
+        // search, then check the run for control characters (a
+        // branch-free fold the compiler vectorises too). A control
+        // character or backslash at the run's end is the loop's below.
+        let head = self.bytes.len().min(start + 16);
+        let run = match first_stop(&self.bytes[start..head]) {
+            Some(n) => start + n,
+            None => {
+                let run = memchr::memchr2(b'"', b'\\', &self.bytes[head..])
+                    .map_or(self.bytes.len(), |n| head + n);
+                if let Some(bad) = first_control(&self.bytes[head..run]) {
+                    return Err((head + bad, ParseErrorKind::ControlCharacterInString));
+                }
+                run
+            }
+        };
         let mut i = run;
         if self.bytes.get(i) == Some(&b'"') {
             self.pos = i + 1;
@@ -806,6 +843,38 @@ impl Parser<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn first_stop_finds_the_first_quote_backslash_or_control_byte() {
+        let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let alphabet = [
+            b'a', b'"', b'\\', 0, 0x1F, 0x20, 0x21, 0x5B, 0x5D, 0x7F, 0x80, 0xA2, 0xDC, 0xFF,
+        ];
+        for _ in 0..20_000 {
+            let mut bytes = Vec::new();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            for i in 0..(seed % 17) {
+                let pick = (seed >> (4 + i * 3)) as usize % alphabet.len();
+                // Mostly plain bytes, so the stop is anywhere in the run.
+                bytes.push(if (seed >> i) & 3 == 0 {
+                    alphabet[pick]
+                } else {
+                    b'x'
+                });
+            }
+            assert_eq!(super::first_stop(&bytes), naive(&bytes), "{bytes:?}");
+        }
+        for b in 0..=255u8 {
+            for at in 0..16 {
+                let mut bytes = [b'x'; 16];
+                bytes[at] = b;
+                assert_eq!(super::first_stop(&bytes), naive(&bytes), "{b} at {at}");
+            }
+        }
+    }
+
     #[test]
     fn a_tool_the_strict_reader_refuses_is_still_named() {
         assert_eq!(

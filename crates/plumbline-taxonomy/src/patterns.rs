@@ -121,7 +121,8 @@ pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
             });
         }
     }
-    if s.contains(":\\") {
+    // A backslash is rare in prose: look for one before the pair.
+    if memchr::memchr(b'\\', bytes).is_some() && s.contains(":\\") {
         push_all(&WINDOWS_PATH, s, PatternKind::WindowsPath, out);
     }
     // An IPv4 address has a digit right before a `.`; a domain has a `.`
@@ -132,8 +133,41 @@ pub fn r03_hits(s: &str, out: &mut Vec<Hit>) {
     if has_dot && dots().any(|i| i > 0 && bytes[i - 1].is_ascii_digit()) {
         push_all(&IPV4, s, PatternKind::Ipv4, out);
     }
-    if has_dot && dots().any(|i| domain_possible_after(&bytes[i + 1..])) {
-        push_all(&DOMAIN, s, PatternKind::Domain, out);
+    if has_dot {
+        push_domains(s, out);
+    }
+}
+
+/// The matches of [`DOMAIN`], as `find_iter` gives them, searched from
+/// near the dots that can begin a listed top-level name instead of from
+/// the start of the text (a long description has few of them).
+///
+/// Every match ends in such a dot and a name, and every character of a
+/// match is an ASCII letter, digit, `-` or `.`, or (under `(?i)`) the
+/// Kelvin sign or the long s: so no match starts between the previous
+/// match's end and the run of such characters that holds the next such
+/// dot, and searching from there finds the same next match. Non-ASCII
+/// bytes are all counted in a run, so a run starts on a char boundary.
+fn push_domains(s: &str, out: &mut Vec<Hit>) {
+    let bytes = s.as_bytes();
+    let in_run = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.') || !b.is_ascii();
+    let mut pos = 0;
+    for dot in memchr::memchr_iter(b'.', bytes) {
+        if dot < pos || !domain_possible_after(&bytes[dot + 1..]) {
+            continue;
+        }
+        let start = bytes[pos..dot]
+            .iter()
+            .rposition(|&b| !in_run(b))
+            .map_or(pos, |p| pos + p + 1);
+        let Some(m) = DOMAIN.find_at(s, start) else {
+            return;
+        };
+        out.push(Hit {
+            kind: PatternKind::Domain,
+            span: m.range(),
+        });
+        pos = m.end();
     }
 }
 
@@ -175,7 +209,10 @@ pub fn r03_hits_v2(s: &str, out: &mut Vec<Hit>) {
 fn r03_hits_trimmed(s: &str, out: &mut Vec<Hit>, dropped: fn(PatternKind, &str) -> bool) {
     let start = out.len();
     r03_hits(s, out);
-    if s.contains("~/") || s.contains("HOME") {
+    let bytes = s.as_bytes();
+    if (memchr::memchr(b'~', bytes).is_some() && s.contains("~/"))
+        || memchr::memmem::find(bytes, b"HOME").is_some()
+    {
         for c in HOME_PATH.captures_iter(s) {
             if let Some(m) = c.get(2) {
                 out.push(Hit {
@@ -380,6 +417,37 @@ mod tests {
         assert_eq!(texts("x\u{212A}:\\dir"), [(WindowsPath, "\u{212A}:\\dir")]);
         assert_eq!(texts("\u{212A}ey.com"), [(Domain, "ey.com")]);
         assert_eq!(texts("a\u{212A}ey.com"), [(Domain, "a\u{212A}ey.com")]);
+    }
+
+    #[test]
+    fn domains_searched_near_their_dots_are_all_of_find_iter() {
+        for s in [
+            "a.com b.io x_y.com _z.net .com a..com e.g. www.a-b.example.org.",
+            "see api.github.com/x and foo.commons, bar.dev\u{212A}, \u{212A}ey.com",
+            "ratio.iox then n.net.net.org; a.\u{17F}x.localho\u{17F}t é.com",
+            "",
+            ".",
+            "no dots here",
+        ] {
+            let want: Vec<_> = DOMAIN.find_iter(s).map(|m| m.range()).collect();
+            let mut got = Vec::new();
+            push_domains(s, &mut got);
+            let got: Vec<_> = got.into_iter().map(|h| h.span).collect();
+            assert_eq!(got, want, "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn domains_searched_near_their_dots_agree_with_find_iter(
+            s in "(com|io|net|org|ai|dev|example|localhost|\\.|[a-zA-Z0-9]|-|_| |\u{212A}|\u{17F}|é){0,40}"
+        ) {
+            let want: Vec<_> = DOMAIN.find_iter(&s).map(|m| m.range()).collect();
+            let mut got = Vec::new();
+            push_domains(&s, &mut got);
+            let got: Vec<_> = got.into_iter().map(|h| h.span).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

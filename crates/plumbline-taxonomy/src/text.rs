@@ -119,41 +119,100 @@ impl WordDistance {
     }
 }
 
-/// The words of `old` and `new` interned as integers (so comparisons are
-/// cheap), and the number of distinct words.
-fn interned_words(old: &str, new: &str) -> (Vec<u32>, Vec<u32>, usize) {
-    let old_words: Vec<&str> = words(old).collect();
-    let new_words: Vec<&str> = words(new).collect();
-    // Sized up front so the table never grows.
-    let mut ids: FxHashMap<&str, u32> =
-        FxHashMap::with_capacity_and_hasher(old_words.len() + new_words.len(), Default::default());
-    let mut intern = |w| {
-        let next = ids.len() as u32;
-        *ids.entry(w).or_insert(next)
-    };
-    let a: Vec<u32> = old_words.into_iter().map(&mut intern).collect();
-    let b: Vec<u32> = new_words.into_iter().map(&mut intern).collect();
-    (a, b, ids.len())
+/// The words of `s` appended to `out`, as [`words`] finds them, by a
+/// plain loop over the bytes when `s` is ASCII (an iterator adapter chain
+/// cost more than the interning it feeds).
+fn push_words<'a>(s: &'a str, out: &mut Vec<&'a str>) {
+    let b = s.as_bytes();
+    if !b.is_ascii() || b.contains(&0x0B) {
+        out.extend(words(s));
+        return;
+    }
+    // Exactly the bytes `split_ascii_whitespace` splits on.
+    let space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | 0x0C | b'\r');
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && space(b[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !space(b[i]) {
+            i += 1;
+        }
+        if start < i {
+            // Both ends are ASCII bytes, so char boundaries.
+            out.push(&s[start..i]);
+        }
+    }
+}
+
+/// The words of two texts interned as integers (so comparisons are
+/// cheap), tokenized and hashed once for both the distance decision and
+/// R08's measured count.
+#[derive(Debug, Clone)]
+pub struct WordPair {
+    old: Vec<u32>,
+    new: Vec<u32>,
+    /// The number of distinct words.
+    alphabet: usize,
+}
+
+impl WordPair {
+    pub fn of(old: &str, new: &str) -> WordPair {
+        let mut words: Vec<&str> = Vec::new();
+        push_words(old, &mut words);
+        let split = words.len();
+        push_words(new, &mut words);
+        // Sized up front so the table never grows.
+        let mut ids: FxHashMap<&str, u32> =
+            FxHashMap::with_capacity_and_hasher(words.len(), Default::default());
+        let mut interned = Vec::with_capacity(words.len());
+        for w in words {
+            let next = ids.len() as u32;
+            interned.push(*ids.entry(w).or_insert(next));
+        }
+        let new = interned.split_off(split);
+        WordPair {
+            old: interned,
+            new,
+            alphabet: ids.len(),
+        }
+    }
+
+    /// Whether the two texts are within a fifth of their words (see
+    /// [`word_distance`]).
+    pub fn distance(&self) -> WordDistance {
+        let (a, b) = (&self.old, &self.new);
+        let denom = a.len().max(b.len());
+        let wanted = WordDistance::max_small_edits(denom);
+        let measured = wanted.min(MAX_MEASURED_EDITS);
+        let edits = if denom == 0 {
+            Some(0)
+        } else {
+            levenshtein_within(a, b, measured, self.alphabet)
+        };
+        WordDistance {
+            old_words: a.len(),
+            new_words: b.len(),
+            denom,
+            unmeasured: edits.is_none() && measured < wanted,
+            edits,
+        }
+    }
+
+    /// The exact word edit distance when neither text has more than
+    /// `max_words` words (see [`word_edits`]).
+    pub fn edits(&self, max_words: usize) -> Option<usize> {
+        if self.old.len() > max_words || self.new.len() > max_words {
+            return None;
+        }
+        Some(levenshtein(&self.old, &self.new, self.alphabet))
+    }
 }
 
 /// Compares the words of `old` and `new`.
 pub fn word_distance(old: &str, new: &str) -> WordDistance {
-    let (a, b, alphabet) = interned_words(old, new);
-    let denom = a.len().max(b.len());
-    let wanted = WordDistance::max_small_edits(denom);
-    let measured = wanted.min(MAX_MEASURED_EDITS);
-    let edits = if denom == 0 {
-        Some(0)
-    } else {
-        levenshtein_within(&a, &b, measured, alphabet)
-    };
-    WordDistance {
-        old_words: a.len(),
-        new_words: b.len(),
-        denom,
-        unmeasured: edits.is_none() && measured < wanted,
-        edits,
-    }
+    WordPair::of(old, new).distance()
 }
 
 /// The exact word edit distance between `old` and `new` when neither has
@@ -161,11 +220,7 @@ pub fn word_distance(old: &str, new: &str) -> WordDistance {
 /// measured count), computed after the rules decided, and bounded because
 /// the distance costs O((n + m) · edits).
 pub fn word_edits(old: &str, new: &str, max_words: usize) -> Option<usize> {
-    let (a, b, alphabet) = interned_words(old, new);
-    if a.len() > max_words || b.len() > max_words {
-        return None;
-    }
-    Some(levenshtein(&a, &b, alphabet))
+    WordPair::of(old, new).edits(max_words)
 }
 
 /// The Levenshtein distance between `a` and `b` (unit costs), by the
@@ -444,6 +499,23 @@ mod tests {
         let w: Vec<_> = words(" a\u{a0}b\u{200b}c\u{3000}d\u{85}e\u{b}f ").collect();
         assert_eq!(w, ["a", "b\u{200b}c", "d", "e", "f"]);
         assert_eq!(words("").count(), 0);
+    }
+
+    #[test]
+    fn the_byte_tokenizer_finds_the_same_words() {
+        for s in [
+            "",
+            "  ",
+            "a",
+            " a\tb\nc\x0Cd\re  f ",
+            "a\u{b}b",
+            " a\u{a0}b\u{200b}c\u{3000}d\u{85}e ",
+            "Returns the current weather.\n\n    ## Usage",
+        ] {
+            let mut got = Vec::new();
+            push_words(s, &mut got);
+            assert_eq!(got, words(s).collect::<Vec<_>>(), "{s:?}");
+        }
     }
 
     #[test]

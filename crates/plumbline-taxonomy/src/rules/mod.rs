@@ -163,9 +163,10 @@ pub(crate) struct Context<'a> {
     own: OnceCell<references::OwnNames<'a>>,
     /// taxonomy-v2: the required inputs gained and lost (R04 and R06).
     required: OnceCell<r04_new_required_property::RequiredChange>,
-    /// The word distance of `/description` (R08, and R09 when R08 did not
-    /// fire), computed once.
-    description_distance: OnceCell<crate::text::WordDistance>,
+    /// The words of `/description` and their distance (R08, and R09 when
+    /// R08 did not fire), computed once; R08's evidence counts its edits
+    /// from the same words.
+    description_distance: OnceCell<(crate::text::WordPair, crate::text::WordDistance)>,
 }
 
 impl<'a> Context<'a> {
@@ -181,7 +182,9 @@ impl<'a> Context<'a> {
         // exactly when it lies at or under an Added or Modified change: the
         // diff descends wherever both sides are objects or both arrays, so
         // every other string is equal to its old counterpart.
-        let mut changed_strings = Vec::new();
+        // Most changes are one modified string: room for one each spares
+        // regrowing (and copying) these large entries.
+        let mut changed_strings = Vec::with_capacity(changes.len());
         for change in changes {
             let Some(new_value) = change.new else {
                 continue;
@@ -255,9 +258,25 @@ impl<'a> Context<'a> {
     /// The word distance between the old and new `/description`, both
     /// strings (the caller checked).
     pub fn description_distance(&self, old: &str, new: &str) -> crate::text::WordDistance {
-        *self
-            .description_distance
-            .get_or_init(|| crate::text::word_distance(old, new))
+        self.description_words(old, new).1
+    }
+
+    /// The exact word edit count of `/description` within `max_words`
+    /// words (R08's evidence), from the words already interned.
+    pub fn description_edits(&self, old: &str, new: &str, max_words: usize) -> Option<usize> {
+        self.description_words(old, new).0.edits(max_words)
+    }
+
+    fn description_words(
+        &self,
+        old: &str,
+        new: &str,
+    ) -> &(crate::text::WordPair, crate::text::WordDistance) {
+        self.description_distance.get_or_init(|| {
+            let words = crate::text::WordPair::of(old, new);
+            let distance = words.distance();
+            (words, distance)
+        })
     }
 
     pub fn required_change(&self) -> &r04_new_required_property::RequiredChange {

@@ -5,7 +5,7 @@ use super::{Context, Found};
 use crate::evidence::{Detail, Evidence, R08_MEASURED_WORDS};
 use crate::json::Value;
 use crate::severity::RuleId;
-use crate::text::{word_edits, WordDistance};
+use crate::text::WordDistance;
 
 pub const DOC: &str = include_str!("r08_description_rewrite.md");
 
@@ -31,7 +31,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             old_words: d.old_words,
             new_words: d.new_words,
             min_edits: WordDistance::max_small_edits(d.denom) + 1,
-            edits: word_edits(old, new, R08_MEASURED_WORDS),
+            edits: ctx.description_edits(old, new, R08_MEASURED_WORDS),
             unmeasured: d.unmeasured,
         },
     }]

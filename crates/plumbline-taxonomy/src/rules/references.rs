@@ -317,9 +317,18 @@ fn shaped_words(text: &str) -> Vec<Range<usize>> {
     let b = text.as_bytes();
     let in_run = |c: u8| CLASS[usize::from(c)] & (WORD | SEP) != 0;
     let mut marks: Vec<usize> = memchr::memchr_iter(b'_', b).collect();
-    marks.extend(
-        (1..b.len()).filter(|&i| b[i].is_ascii_uppercase() && b[i - 1].is_ascii_lowercase()),
-    );
+    // Blocks of 64 bytes without a lower-case letter followed by an
+    // upper-case one are passed over by the test of [`has_camel`], which
+    // vectorises; a byte loop over the whole text cost as much as the
+    // rest of the search.
+    for block in (0..b.len()).step_by(64) {
+        let (lo, hi) = (block.max(1), b.len().min(block + 64));
+        if lo < hi && has_camel(&b[lo - 1..hi]) {
+            marks.extend(
+                (lo..hi).filter(|&i| b[i].is_ascii_uppercase() && b[i - 1].is_ascii_lowercase()),
+            );
+        }
+    }
     marks.sort_unstable();
     let mut out: Vec<Range<usize>> = Vec::new();
     let mut done = 0; // runs before this byte were segmented
