@@ -95,6 +95,10 @@ impl Inventory {
         &self.tools
     }
 
+    pub fn has_siblings(&self) -> bool {
+        !self.siblings.is_empty()
+    }
+
     pub fn is_sibling(&self, name: &str) -> bool {
         self.siblings.contains(name)
     }

@@ -50,33 +50,46 @@ pub const COUNTED: [&str; 12] = [
 /// most one word later, by a word of [`COUNTED`]. Each as the lowered
 /// words from the number to the noun.
 pub fn count_claims(text: &str) -> Vec<String> {
-    let words: Vec<String> = crate::text::words(text)
-        .map(|w| {
-            crate::text::lower(w)
-                .trim_matches(|c: char| !c.is_alphanumeric() && c != '+')
-                .to_owned()
-        })
-        .collect();
+    let mut out = Vec::new();
+    // Most texts hold no digit, and a claim starts with one.
+    if !text.bytes().any(|b| b.is_ascii_digit()) {
+        return out;
+    }
+    let clean = |w: &str| {
+        crate::text::lower(w)
+            .trim_matches(|c: char| !c.is_alphanumeric() && c != '+')
+            .to_owned()
+    };
     let is_number = |w: &str| {
         w.starts_with(|c: char| c.is_ascii_digit())
             && w.chars()
                 .all(|c| c.is_ascii_digit() || matches!(c, ',' | '.' | '+' | 'k' | 'm'))
     };
-    let mut out = Vec::new();
-    for (i, w) in words.iter().enumerate() {
-        if !is_number(w) {
+    for raw in crate::text::words(text) {
+        // A number's cleaned form starts with a digit, so its raw word
+        // holds one; only such words are cleaned, and only their next
+        // three words are read.
+        if !raw.bytes().any(|b| b.is_ascii_digit()) {
             continue;
         }
-        let mut j = i + 1;
-        if words
-            .get(j)
-            .is_some_and(|x| matches!(x.as_str(), "thousand" | "million" | "billion"))
-        {
-            j += 1;
+        let first = clean(raw);
+        if !is_number(&first) {
+            continue;
         }
-        for k in j..(j + 2).min(words.len()) {
-            if COUNTED.contains(&words[k].as_str()) {
-                out.push(words[i..=k].join(" "));
+        // `raw` is a slice of `text`: the words after it start there.
+        let end = raw.as_ptr() as usize - text.as_ptr() as usize + raw.len();
+        let mut next = crate::text::words(&text[end..]).map(clean).peekable();
+        let mut claim = vec![first];
+        if let Some(scale) =
+            next.next_if(|w| matches!(w.as_str(), "thousand" | "million" | "billion"))
+        {
+            claim.push(scale);
+        }
+        for w in next.take(2) {
+            let counted = COUNTED.contains(&w.as_str());
+            claim.push(w);
+            if counted {
+                out.push(claim.join(" "));
                 break;
             }
         }

@@ -504,6 +504,10 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
 /// references are [`references`]'.
 pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
     let mut out = Vec::new();
+    // Without siblings only a name written as code can be one.
+    if !ctx.inventory.has_siblings() && !text.contains('`') {
+        return out;
+    }
     let mut excluded: Option<Vec<Range<usize>>> = None;
     for (span, shaped) in words_shaped(text) {
         let word = &text[span.clone()];
