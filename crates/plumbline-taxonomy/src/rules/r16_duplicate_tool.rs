@@ -48,20 +48,29 @@ fn is_subsequence(shorter: &[String], longer: &[String]) -> bool {
 /// shorter occur in order in the longer, which has at most twice as many.
 /// Each needs at least [`MIN_WORDS`] comparable words.
 pub fn same_description(a: &str, b: &str) -> bool {
-    let (a, b) = (comparable_words(a), comparable_words(b));
+    same_words(&comparable_words(a), &comparable_words(b))
+}
+
+/// [`same_description`] on comparable words.
+fn same_words(a: &[String], b: &[String]) -> bool {
     if a.len() < MIN_WORDS || b.len() < MIN_WORDS {
         return false;
     }
-    let (shorter, longer) = if a.len() <= b.len() {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
+    let (shorter, longer) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    // Neither test can hold past these lengths: a shortened copy is at
+    // least half as long, and lists whose lengths differ by n are n edits
+    // apart or more (checked first: it costs nothing).
+    let close = (longer.len() - shorter.len()) * 5 < longer.len();
     if longer.len() <= 2 * shorter.len() && is_subsequence(shorter, longer) {
         return true;
     }
-    word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
+    close && word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
 }
+
+/// The most inventory tools an added tool's description is compared with
+/// (`docs/taxonomy-v3.md` 12): the first ones given. Names are compared
+/// with every tool.
+pub const MAX_DESCRIPTION_COMPARISONS: usize = 1024;
 
 /// Only an added tool can shadow another (drift grades it against `{}`):
 /// a changed tool was already beside the others.
@@ -74,15 +83,23 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         return found;
     };
     let own_style = styleless(name);
-    let description = ctx.new.get("description").and_then(Value::as_str);
-    for tool in ctx.inventory.tools() {
+    let mine = ctx
+        .new
+        .get("description")
+        .and_then(Value::as_str)
+        .map(comparable_words);
+    for (i, tool) in ctx.inventory.tools().iter().enumerate() {
         if tool.name == name {
             continue;
         }
         let by = if !own_style.is_empty() && styleless(&tool.name) == own_style {
             "name"
-        } else if let (Some(mine), Some(theirs)) = (description, tool.description.as_deref()) {
-            if same_description(mine, theirs) {
+        } else if let (Some(mine), Some(theirs), true) = (
+            &mine,
+            tool.description.as_deref(),
+            i < MAX_DESCRIPTION_COMPARISONS,
+        ) {
+            if same_words(mine, &comparable_words(theirs)) {
                 "description"
             } else {
                 continue;
@@ -106,6 +123,40 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descriptions_are_compared_with_the_first_tools_only() {
+        use crate::{json::parse_tool, Classifier, Inventory, RuleId, Taxonomy};
+        let text = "Search the web for pages, news and images with freshness filters.";
+        let added =
+            parse_tool(format!(r#"{{"name":"lookup_pages","description":"{text}"}}"#).as_bytes())
+                .unwrap();
+        let classifier = Classifier::for_taxonomy(Taxonomy::V3);
+        let inventory_with_copy_at = |at: usize| {
+            (0..MAX_DESCRIPTION_COMPARISONS + 10).fold(Inventory::empty(), |inv, i| {
+                let description = if i == at {
+                    text.to_owned()
+                } else {
+                    format!("Tool number {i} does something else entirely.")
+                };
+                inv.with_sibling_tool(&format!("tool_{i}"), Some(&description))
+            })
+        };
+        let fired = |inventory: &Inventory| {
+            classifier
+                .classify_added(&added, inventory)
+                .rules
+                .contains(&RuleId::R16)
+        };
+        assert!(fired(&inventory_with_copy_at(
+            MAX_DESCRIPTION_COMPARISONS - 1
+        )));
+        assert!(!fired(&inventory_with_copy_at(MAX_DESCRIPTION_COMPARISONS)));
+        // Names are compared with every tool.
+        let late_name = inventory_with_copy_at(usize::MAX)
+            .with_sibling_tool("lookupPages", Some("Another description entirely."));
+        assert!(fired(&late_name));
+    }
 
     #[test]
     fn names_lose_their_style() {
