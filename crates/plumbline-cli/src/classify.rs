@@ -224,6 +224,8 @@ fn classify_line(
         ));
     };
     let id = fields.remove("id").unwrap_or(Value::Null);
+    // `"old": null`: a tool added to its listing (drift's policy).
+    let added = matches!(fields.get("old"), Some(Value::Null));
     let mut take = |key: &str| match fields.remove(key) {
         Some(v @ Value::Object(_)) => Ok(v),
         Some(other) => Err(format!(
@@ -232,7 +234,11 @@ fn classify_line(
         )),
         None => Err(format!("\"{key}\" is missing")),
     };
-    let old = take("old");
+    let old = if added {
+        Ok(Value::Object(plumbline_taxonomy::json::Object::new()))
+    } else {
+        take("old")
+    };
     let new = take("new");
     let own = match fields.get("inventory") {
         None => None,
@@ -243,6 +249,7 @@ fn classify_line(
     };
     let inventory = own.as_ref().unwrap_or(inventory);
     match (old, new) {
+        (Ok(_), Ok(new)) if added => Ok((id, classifier.classify_added(&new, inventory))),
         (Ok(old), Ok(new)) => Ok((id, classifier.classify_in(&old, &new, inventory))),
         (Err(e), _) | (_, Err(e)) => Err((id, e)),
     }

@@ -557,7 +557,8 @@ pub struct ClassifyArgs {
     pub new: Option<PathBuf>,
 
     /// Classify many pairs: each line of FILE (`-` for standard input) is
-    /// `{"id": ..., "old": {...}, "new": {...}}` and gives one output line
+    /// `{"id": ..., "old": {...}, "new": {...}}` (`"old": null`: an added
+    /// tool, graded as drift grades one) and gives one output line
     /// `{"id": ..., "severity": ..., "rules": [...]}`, in input order. A bad
     /// line gives `{"id": ..., "error": "..."}` and the run goes on.
     #[arg(long, value_name = "FILE")]

@@ -119,6 +119,27 @@ fn v3_compares_an_added_tool_with_the_inventorys_tools() {
         "{}",
         text(&o)
     );
+    // `"old": null` is an added tool, compared with the listing's tools.
+    let line = format!("{{\"id\":2,\"old\":null,\"new\":{decoy}}}\n");
+    std::fs::write(d.join("pairs.jsonl"), line).unwrap();
+    let o = plumbline(
+        d,
+        &[
+            "classify",
+            "--jsonl",
+            "pairs.jsonl",
+            "--taxonomy",
+            "v3",
+            "--inventory",
+            "listing.json",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "{\"id\":2,\"severity\":\"HIGH\",\"rules\":[\"R16\"]}\n",
+        "{}",
+        text(&o)
+    );
 }
 
 /// `--inventory` names the server's other tools: a sentence about one of

@@ -85,10 +85,14 @@ const V2_ADDED: [Check; 8] = [
     rules::r13_concealment::check,
 ];
 
-const V3_ADDED: [Check; 15] = [
+/// taxonomy-v3 also grades an added tool's required inputs by what they
+/// ask for (R04 fires only for names asking for secrets or the model's
+/// context; R06 is not run on added tools).
+const V3_ADDED: [Check; 16] = [
     rules::r01_invisible_payload::check,
     rules::r02_imperative_instruction::check,
     rules::r03_new_endpoint::check,
+    rules::r04_new_required_property::check,
     rules::r05_cross_tool_reference::check,
     rules::r10_instruction_about_another_tool::check,
     rules::r11_self_promotion::check,
@@ -183,7 +187,13 @@ impl Classifier {
     /// Classifies the change from `old` to `new` among the other tools of
     /// `inventory` (taxonomy-v2 uses it to tell which words name tools;
     /// taxonomy-v1 ignores it).
+    ///
+    /// taxonomy-v3 grades a change from the empty tool `{}` as an added
+    /// tool (`docs/taxonomy-v3.md` 6): a tool that was not there.
     pub fn classify_in(&self, old: &Value, new: &Value, inventory: &Inventory) -> Classification {
+        if self.taxonomy >= Taxonomy::V3 && matches!(old, Value::Object(o) if o.is_empty()) {
+            return self.classify_added(new, inventory);
+        }
         let independent: &[Check] = match self.taxonomy {
             Taxonomy::V1 => &V1_INDEPENDENT,
             Taxonomy::V2 => &V2_INDEPENDENT,
