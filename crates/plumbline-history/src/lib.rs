@@ -109,9 +109,17 @@ impl Grader {
 /// unreadable tools reported, failing closed; v4: graded with the foreign
 /// inventory kept with the observation ([`summary_key_with`]), where v3
 /// summaries may have been graded with names nobody kept.
+///
+/// A taxonomy still in draft (taxonomy-v3) adds its revision, so that
+/// grades stored under an earlier draft are graded again (and marked as
+/// re-grades) rather than served as current.
 pub fn summary_key(taxonomy: Taxonomy) -> String {
+    let revision = taxonomy
+        .revision()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default();
     format!(
-        "plumbline {}; {}, default imperatives; summary v4",
+        "plumbline {}; {}{revision}, default imperatives; summary v4",
         env!("CARGO_PKG_VERSION"),
         taxonomy.id()
     )
@@ -197,5 +205,33 @@ mod identity_tests {
         );
         assert!(identity_changes(old, old).is_empty());
         assert_eq!(identity_changes("x", "y"), ["x → y"]);
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn a_draft_taxonomys_summaries_are_filed_under_its_revision() {
+        // v1 and v2 are final: their keys are what stores already hold.
+        for t in [Taxonomy::V1, Taxonomy::V2] {
+            assert_eq!(
+                summary_key(t),
+                format!(
+                    "plumbline {}; {}, default imperatives; summary v4",
+                    env!("CARGO_PKG_VERSION"),
+                    t.id()
+                )
+            );
+        }
+        let v3 = summary_key(Taxonomy::V3);
+        assert!(
+            v3.contains(&format!(
+                "taxonomy-v3 ({})",
+                plumbline_taxonomy::taxonomy::V3_REVISION
+            )),
+            "{v3}"
+        );
     }
 }
