@@ -246,17 +246,9 @@ fn r03_hits_trimmed(s: &str, out: &mut Vec<Hit>, dropped: fn(PatternKind, &str) 
 /// subdomains, the `.example`, `.test` and `.invalid` top-level names, and
 /// 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24.
 fn is_documentation_name(kind: PatternKind, text: &str) -> bool {
-    let host = match kind {
-        PatternKind::Domain | PatternKind::Ipv4 => text,
-        PatternKind::Url => {
-            let rest = text.split_once("://").map_or(text, |(_, r)| r);
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            host.split(':').next().unwrap_or(host)
-        }
-        _ => return false,
+    let Some(host) = host_of(kind, text) else {
+        return false;
     };
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
     if ["192.0.2.", "198.51.100.", "203.0.113."]
         .iter()
         .any(|p| host.starts_with(p))

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::references::{sentence_around, Reference};
+use super::references::{by_sentence, shown_sentence, Reference};
 use super::{Context, Found};
 use crate::evidence::{Detail, Evidence, ReferenceBy};
 use crate::lexicon::{Category, Lexicon};
@@ -12,41 +12,22 @@ use crate::text::lower;
 
 pub const DOC: &str = include_str!("r10_instruction_about_another_tool.md");
 
-/// The longest sentence kept as evidence, in characters.
-const SENTENCE_CHARS: usize = 200;
-
 /// Each tool `text` instructs the model about: a sentence names it (2.7)
 /// and holds a directive (`directives-v2.txt`). The first such sentence
 /// and directive per tool.
-fn instructions(
+fn instructions<'r>(
     lexicon: &Lexicon,
     text: &str,
-    refs: &[Reference],
+    refs: impl IntoIterator<Item = &'r Reference>,
 ) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
-    if refs.is_empty() {
-        return out;
-    }
-    // The sentences that name a tool, in text order, each once.
-    let mut named_sentences: Vec<(std::ops::Range<usize>, Vec<&Reference>)> = Vec::new();
-    for r in refs {
-        let sentence = sentence_around(text, &r.span);
-        match named_sentences.last_mut() {
-            Some((last, named)) if *last == sentence => named.push(r),
-            _ => named_sentences.push((sentence, vec![r])),
-        }
-    }
-    for (sentence, named) in named_sentences {
+    for (sentence, named) in by_sentence(text, refs) {
         let lowered = lower(&text[sentence.clone()]);
         let Some(hit) = lexicon.scan_directives(&lowered).into_iter().next() else {
             continue;
         };
         let directive = lexicon.phrase(Category::Directive, hit.index).to_owned();
-        let shown: String = text[sentence.clone()]
-            .trim()
-            .chars()
-            .take(SENTENCE_CHARS)
-            .collect();
+        let shown = shown_sentence(text, &sentence);
         for r in named {
             out.entry(r.name.clone())
                 .or_insert_with(|| (directive.clone(), shown.clone()));
@@ -63,18 +44,14 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     // taxonomy-v3 (4.10): only a reference that certainly names another
     // tool (another server's, or an `mcp://` address); a word that only
     // looks like a tool may be a stale or misspelt sibling (R05, R15).
-    let certain = |refs: &[Reference]| -> Vec<Reference> {
-        refs.iter()
-            .filter(|r| ctx.taxonomy < crate::taxonomy::Taxonomy::V3 || r.by != ReferenceBy::Form)
-            .cloned()
-            .collect()
-    };
+    let all = ctx.taxonomy < crate::taxonomy::Taxonomy::V3;
+    let counted = |r: &&Reference| all || r.by != ReferenceBy::Form;
     for f in ctx.changed_fields() {
-        let new = instructions(lexicon, f.new, &certain(f.new_refs(ctx)));
+        let new = instructions(lexicon, f.new, f.new_refs(ctx).iter().filter(counted));
         if new.is_empty() {
             continue;
         }
-        let old = instructions(lexicon, f.old, &certain(f.old_refs(ctx)));
+        let old = instructions(lexicon, f.old, f.old_refs(ctx).iter().filter(counted));
         for (tool, (directive, sentence)) in new {
             if old.contains_key(&tool) {
                 continue;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::references::{sentence_around, sibling_and_code_names, Reference};
+use super::references::{by_sentence, shown_sentence, sibling_and_code_names, Reference};
 use super::{Context, Found, StringChange};
 use crate::evidence::{Detail, Evidence};
 use crate::lexicon::{Category, Lexicon};
@@ -11,9 +11,6 @@ use crate::severity::RuleId;
 use crate::text::lower;
 
 pub const DOC: &str = include_str!("r15_required_call_order.md");
-
-/// The longest sentence kept as evidence, in characters.
-const SENTENCE_CHARS: usize = 200;
 
 /// The first phrase of `sequencing-v3.txt`, in list order, present in
 /// `lowered` (2.6).
@@ -34,30 +31,14 @@ fn orders(
     refs: &[Reference],
 ) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
-    let mut named: Vec<Reference> = refs.to_vec();
-    named.extend(sibling_and_code_names(ctx, text));
-    if named.is_empty() {
-        return out;
-    }
+    let own = sibling_and_code_names(ctx, text);
+    let mut named: Vec<&Reference> = refs.iter().chain(&own).collect();
     named.sort_by_key(|r| r.span.start);
-    // The sentences that name a tool, in text order, each once.
-    let mut named_sentences: Vec<(std::ops::Range<usize>, Vec<&Reference>)> = Vec::new();
-    for r in &named {
-        let sentence = sentence_around(text, &r.span);
-        match named_sentences.last_mut() {
-            Some((last, names)) if *last == sentence => names.push(r),
-            _ => named_sentences.push((sentence, vec![r])),
-        }
-    }
-    for (sentence, inside) in named_sentences {
+    for (sentence, inside) in by_sentence(text, named) {
         let Some(phrase) = sequencing_phrase(lexicon, &lower(&text[sentence.clone()])) else {
             continue;
         };
-        let shown: String = text[sentence.clone()]
-            .trim()
-            .chars()
-            .take(SENTENCE_CHARS)
-            .collect();
+        let shown = shown_sentence(text, &sentence);
         for r in inside {
             out.entry(r.name.clone())
                 .or_insert_with(|| (phrase.to_owned(), shown.clone()));

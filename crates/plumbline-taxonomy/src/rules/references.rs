@@ -372,6 +372,12 @@ fn has_camel(bytes: &[u8]) -> bool {
         })
 }
 
+/// Whether a word after `before` continues a longer one (`x.y` cut at a
+/// non-word, 2.7 item 2): it is then not a name of its own.
+fn continues_a_word(before: Option<char>) -> bool {
+    before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@'))
+}
+
 /// Whether `span` lies inside an R03 match the taxonomy keeps in `text`
 /// (2.7 item 7): the matches are found once per text, on first need.
 fn inside_endpoint(
@@ -441,7 +447,7 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
         // A word continuing a longer one (`x.y` cut at a non-word) is not
         // a name of its own.
         let before = text[..span.start].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@')) {
+        if continues_a_word(before) {
             continue;
         }
         // The context next (cheap, and most identifiers in prose are
@@ -513,7 +519,7 @@ pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Refer
         let word = &text[span.clone()];
         let last = last_part(word);
         let before = text[..span.start].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '/' | '-' | '@')) {
+        if continues_a_word(before) {
             continue;
         }
         let sibling = ctx.inventory.is_sibling(word) || ctx.inventory.is_sibling(last);
@@ -572,6 +578,35 @@ fn ends_sentence(text: &str, i: usize, c: char) -> bool {
             .is_none_or(char::is_whitespace),
         _ => false,
     }
+}
+
+/// The longest sentence kept as evidence (R10, R15), in characters.
+const SENTENCE_CHARS: usize = 200;
+
+/// A sentence as evidence shows it: trimmed, at most [`SENTENCE_CHARS`].
+pub(crate) fn shown_sentence(text: &str, sentence: &Range<usize>) -> String {
+    text[sentence.clone()]
+        .trim()
+        .chars()
+        .take(SENTENCE_CHARS)
+        .collect()
+}
+
+/// The references in `refs` (in text order) grouped by the sentence of
+/// `text` (2.8) that holds them, in text order, each sentence once.
+pub(crate) fn by_sentence<'r>(
+    text: &str,
+    refs: impl IntoIterator<Item = &'r Reference>,
+) -> Vec<(Range<usize>, Vec<&'r Reference>)> {
+    let mut out: Vec<(Range<usize>, Vec<&Reference>)> = Vec::new();
+    for r in refs {
+        let sentence = sentence_around(text, &r.span);
+        match out.last_mut() {
+            Some((last, named)) if *last == sentence => named.push(r),
+            _ => out.push((sentence, vec![r])),
+        }
+    }
+    out
 }
 
 /// The sentence of `text` (2.8) that holds `span`, found by looking only
