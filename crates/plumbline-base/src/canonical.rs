@@ -76,7 +76,7 @@ fn write_value(value: &Value, out: &mut String) -> Result<(), CanonicalError> {
             // code-unit order. The two agree except when a key holds a
             // supplementary-plane character (UTF-16 surrogates, 0xD800..)
             // where another holds one in U+E000..U+FFFF, so re-sort.
-            let mut members: Vec<(&String, &Value)> = object.iter().collect();
+            let mut members: Vec<(&str, &Value)> = object.iter().collect();
             members.sort_by(|a, b| cmp_utf16(a.0, b.0));
             out.push('{');
             for (i, (key, member)) in members.into_iter().enumerate() {

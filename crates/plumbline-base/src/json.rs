@@ -12,6 +12,11 @@
 
 use std::fmt;
 
+/// A JSON string: text of up to 24 bytes (every key and type name of a
+/// tool, most enum values) is held inline, so reading a tool allocates
+/// for its long texts only, not for each of its many short strings.
+pub type Text = compact_str::CompactString;
+
 /// Deepest nesting that is classified; the root object is level 1 (C1).
 pub const MAX_DEPTH: usize = 1000;
 
@@ -26,7 +31,7 @@ pub enum Value {
     Null,
     Bool(bool),
     Number(f64),
-    String(String),
+    String(Text),
     Array(Vec<Value>),
     Object(Object),
 }
@@ -38,7 +43,7 @@ pub enum Value {
 /// than a tree of nodes. Lookups are binary searches.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Object {
-    members: Vec<(String, Value)>,
+    members: Vec<(Text, Value)>,
 }
 
 impl Object {
@@ -48,10 +53,10 @@ impl Object {
 
     /// Builds an object from members in document order; of duplicate keys
     /// the last one wins (C1).
-    pub fn from_members(mut members: Vec<(String, Value)>) -> Object {
+    pub fn from_members(mut members: Vec<(Text, Value)>) -> Object {
         // A stable sort keeps duplicates in document order, so the last of
         // each run of equal keys is the one that was written last.
-        members.sort_by(|a, b| a.0.cmp(&b.0));
+        members.sort_by(|a, b| key_order(&a.0, &b.0));
         // In place: `dedup_by` keeps the first of a run, so each later
         // duplicate first trades places with the kept one.
         members.dedup_by(|later, kept| {
@@ -66,7 +71,7 @@ impl Object {
     }
 
     fn position(&self, key: &str) -> Result<usize, usize> {
-        self.members.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        self.members.binary_search_by(|(k, _)| key_order(k, key))
     }
 
     pub fn get(&self, key: &str) -> Option<&Value> {
@@ -78,7 +83,8 @@ impl Object {
     }
 
     /// Sets `key`, returning the value it replaced.
-    pub fn insert(&mut self, key: String, value: Value) -> Option<Value> {
+    pub fn insert(&mut self, key: impl Into<Text>, value: Value) -> Option<Value> {
+        let key = key.into();
         match self.position(&key) {
             Ok(i) => Some(std::mem::replace(&mut self.members[i].1, value)),
             Err(i) => {
@@ -101,30 +107,39 @@ impl Object {
     }
 
     /// Members in key order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &Value)> {
-        self.members.iter().map(|(k, v)| (k, v))
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> {
+        self.members.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Keys in order.
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> {
-        self.members.iter().map(|(k, _)| k)
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.members.iter().map(|(k, _)| k.as_str())
+    }
+}
+
+/// Keys in UTF-8 byte order (`str`'s order), deciding on the first bytes
+/// without a call where they differ, as keys of one object mostly do.
+fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
     }
 }
 
 impl<'a> IntoIterator for &'a Object {
-    type Item = (&'a String, &'a Value);
+    type Item = (&'a str, &'a Value);
     type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, Value)>,
-        fn(&'a (String, Value)) -> (&'a String, &'a Value),
+        std::slice::Iter<'a, (Text, Value)>,
+        fn(&'a (Text, Value)) -> (&'a str, &'a Value),
     >;
     fn into_iter(self) -> Self::IntoIter {
-        self.members.iter().map(|(k, v)| (k, v))
+        self.members.iter().map(|(k, v)| (k.as_str(), v))
     }
 }
 
-impl FromIterator<(String, Value)> for Object {
-    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Object {
-        Object::from_members(iter.into_iter().collect())
+impl<K: Into<Text>> FromIterator<(K, Value)> for Object {
+    fn from_iter<I: IntoIterator<Item = (K, Value)>>(iter: I) -> Object {
+        Object::from_members(iter.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 }
 
@@ -383,14 +398,21 @@ pub fn parse_with_depth(input: &[u8], max_depth: usize) -> Result<Value, ParseEr
         text,
         pos: 0,
         max_depth,
+        scratch: SCRATCH.take(),
     };
     p.skip_ws();
     if p.pos == p.bytes.len() {
         return Err(error_at(input, p.pos, ParseErrorKind::Empty));
     }
-    let value = p
-        .value(0)
-        .map_err(|(pos, kind)| error_at(input, pos, kind))?;
+    let value = p.value(0);
+    let mut scratch = std::mem::take(&mut p.scratch);
+    // After an error, what the open containers had read.
+    scratch.members.clear();
+    scratch.items.clear();
+    if scratch.members.capacity() <= SCRATCH_KEPT && scratch.items.capacity() <= SCRATCH_KEPT {
+        SCRATCH.set(scratch);
+    }
+    let value = value.map_err(|(pos, kind)| error_at(input, pos, kind))?;
     p.skip_ws();
     if p.pos != p.bytes.len() {
         return Err(error_at(input, p.pos, ParseErrorKind::TrailingCharacters));
@@ -442,7 +464,7 @@ fn scan_tool_name(input: &[u8]) -> Option<String> {
         return None;
     }
     let decode = |s: &[u8]| match parse(s) {
-        Ok(Value::String(s)) => Some(s),
+        Ok(Value::String(s)) => Some(s.into_string()),
         _ => None,
     };
     let mut depth = 0usize;
@@ -566,7 +588,29 @@ struct Parser<'a> {
     text: &'a str,
     pos: usize,
     max_depth: usize,
+    /// The members (items) read so far of every object (array) still
+    /// open, innermost last: a container takes its own off the top when
+    /// it closes, into one allocation of its exact size, where growing a
+    /// vector of its own would reallocate it on the way.
+    scratch: Scratch,
 }
+
+#[derive(Default)]
+struct Scratch {
+    members: Vec<(Text, Value)>,
+    items: Vec<Value>,
+}
+
+thread_local! {
+    /// One [`Scratch`] per thread, kept between documents so that reading
+    /// many (a JSON Lines file) does not grow a new one each time.
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
+/// Past this many entries a scratch vector is not kept for the next
+/// document: one huge document does not pin its memory for the thread's
+/// life.
+const SCRATCH_KEPT: usize = 4096;
 
 impl Parser<'_> {
     fn skip_ws(&mut self) {
@@ -620,7 +664,7 @@ impl Parser<'_> {
             return Err((self.pos, ParseErrorKind::TooDeep));
         }
         self.pos += 1; // '{'
-        let mut members = Vec::new();
+        let base = self.scratch.members.len();
         self.skip_ws();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
@@ -639,12 +683,13 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let value = self.value(depth)?;
-            members.push((key, value));
+            self.scratch.members.push((key, value));
             self.skip_ws();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
+                    let members = self.scratch.members.split_off(base);
                     // Duplicate keys: the last one wins (C1), as in Go.
                     return Ok(Value::Object(Object::from_members(members)));
                 }
@@ -658,21 +703,22 @@ impl Parser<'_> {
             return Err((self.pos, ParseErrorKind::TooDeep));
         }
         self.pos += 1; // '['
-        let mut items = Vec::new();
+        let base = self.scratch.items.len();
         self.skip_ws();
         if self.bytes.get(self.pos) == Some(&b']') {
             self.pos += 1;
-            return Ok(Value::Array(items));
+            return Ok(Value::Array(Vec::new()));
         }
         loop {
             self.skip_ws();
-            items.push(self.value(depth)?);
+            let item = self.value(depth)?;
+            self.scratch.items.push(item);
             self.skip_ws();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
-                    return Ok(Value::Array(items));
+                    return Ok(Value::Array(self.scratch.items.split_off(base)));
                 }
                 _ => return Err(self.unexpected()),
             }
@@ -730,7 +776,7 @@ impl Parser<'_> {
     }
 
     /// Reads a string literal starting at the opening quote.
-    fn string(&mut self) -> PResult<String> {
+    fn string(&mut self) -> PResult<Text> {
         self.pos += 1; // opening quote
         let start = self.pos;
         // Most strings are keys and short words: a byte loop over the first
@@ -755,7 +801,7 @@ impl Parser<'_> {
         let mut i = run;
         if self.bytes.get(i) == Some(&b'"') {
             self.pos = i + 1;
-            return Ok(self.text[start..i].to_owned());
+            return Ok(Text::from(&self.text[start..i]));
         }
         let mut out = String::with_capacity(i - start + 16);
         out.push_str(&self.text[start..i]);
@@ -766,7 +812,7 @@ impl Parser<'_> {
             match c {
                 b'"' => {
                     self.pos = i + 1;
-                    return Ok(out);
+                    return Ok(Text::from(out));
                 }
                 b'\\' => {
                     let esc = i;
@@ -912,6 +958,24 @@ mod tests {
 
     fn p(s: &str) -> Result<Value, ParseError> {
         parse(s.as_bytes())
+    }
+
+    #[test]
+    fn a_failed_document_leaves_nothing_for_the_next() {
+        // The scratch vectors outlive one document: what an unclosed
+        // container had read must not reappear in the next one.
+        assert!(p(r#"{"a":[1,2,{"b":"c","d""#).is_err());
+        assert!(p(r#"[1,[2,3"#).is_err());
+        assert_eq!(p("[4]").unwrap(), Value::Array(vec![Value::Number(4.0)]));
+        let o = p(r#"{"e":[{"f":1},{"g":[]}],"a":{}}"#).unwrap();
+        assert_eq!(o.to_json(), r#"{"a":{},"e":[{"f":1},{"g":[]}]}"#);
+        // Short strings are held inline and long ones on the heap; both
+        // read back the same.
+        let long = "x".repeat(100);
+        let doc = format!(r#"{{"{long}":"{long}","k":"v"}}"#);
+        let v = p(&doc).unwrap();
+        assert_eq!(v.get(&long).and_then(Value::as_str), Some(long.as_str()));
+        assert_eq!(v.get("k").and_then(Value::as_str), Some("v"));
     }
 
     #[test]

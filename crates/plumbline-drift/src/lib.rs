@@ -286,8 +286,8 @@ fn without_name(v: &Value) -> Value {
     match v {
         Value::Object(o) => Value::Object(
             o.iter()
-                .filter(|(k, _)| k.as_str() != "name")
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .filter(|(k, _)| *k != "name")
+                .map(|(k, v)| (k, v.clone()))
                 .collect::<Object>(),
         ),
         other => other.clone(),

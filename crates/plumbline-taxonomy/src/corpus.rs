@@ -33,7 +33,7 @@ pub fn parse_pairs(text: &str) -> Result<Vec<Pair>, String> {
                 .ok_or(format!("line {}: no {k:?}", i + 1))
         };
         let id = match get("id")? {
-            Value::String(s) => s,
+            Value::String(s) => s.into_string(),
             other => other.to_json(),
         };
         pairs.push(Pair {
@@ -188,7 +188,7 @@ pub fn parse_labelled(line: &str) -> Result<LabelledPair, String> {
         return Err(format!("expected a JSON object, found {}", record.kind()));
     };
     let id = match fields.remove("id") {
-        Some(Value::String(s)) => s,
+        Some(Value::String(s)) => s.into_string(),
         Some(other) => other.to_json(),
         None => return Err("no \"id\"".to_owned()),
     };

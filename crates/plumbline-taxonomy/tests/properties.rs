@@ -51,7 +51,7 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         (-3i32..1000).prop_map(|n| Value::Number(f64::from(n))),
-        text().prop_map(Value::String),
+        text().prop_map(|t| Value::String(t.into())),
     ]
 }
 
@@ -119,7 +119,7 @@ fn related_pair() -> impl Strategy<Value = (Value, Value)> {
 fn shuffled_text(v: &Value, seed: &mut u64, out: &mut String) {
     match v {
         Value::Object(m) => {
-            let mut members: Vec<(&String, &Value)> = m.iter().collect();
+            let mut members: Vec<(&str, &Value)> = m.iter().collect();
             for i in (1..members.len()).rev() {
                 *seed = seed
                     .wrapping_mul(6364136223846793005)

@@ -4,7 +4,7 @@ use super::*;
 
 pub(super) fn leaf_text(v: &Value) -> String {
     match v {
-        Value::String(s) => s.clone(),
+        Value::String(s) => s.to_string(),
         other => other.to_json(),
     }
 }

@@ -22,11 +22,17 @@ pub(crate) fn newly_added_properties<'a>(old: &Value, new: &'a Value) -> Vec<&'a
     let Some(new_props) = properties(new) else {
         return Vec::new();
     };
-    let old_props = properties(old);
+    // Both key lists are sorted: one merge finds the new keys.
+    let mut old_keys = properties(old)
+        .into_iter()
+        .flat_map(Object::keys)
+        .peekable();
     new_props
         .keys()
-        .filter(|k| !old_props.is_some_and(|o| o.contains_key(k)))
-        .map(String::as_str)
+        .filter(|k| {
+            while old_keys.next_if(|o| o < k).is_some() {}
+            old_keys.peek() != Some(k)
+        })
         .collect()
 }
 
@@ -67,7 +73,7 @@ impl RequiredChange {
         }
         for name in newly_added_properties(old, new) {
             if is_required(new_required, name) {
-                let value = Value::String(name.to_owned());
+                let value = Value::String(name.into());
                 match gained.iter_mut().find(|(_, n, _)| *n == value) {
                     Some((_, _, clauses)) => clauses.push(RequiredClause::NewRequiredProperty),
                     None => {
@@ -222,7 +228,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             crate::pointer::push_token(&mut pointer, name);
             note(
                 pointer,
-                &Value::String(name.to_owned()),
+                &Value::String(name.into()),
                 RequiredClause::NewRequiredProperty,
             );
         }

@@ -170,9 +170,9 @@ fn schema_vocabulary<'a>(v: &'a Value, names: &mut FxHashSet<&'a str>, depth: us
     match v {
         Value::Object(o) => {
             for (k, item) in o.iter() {
-                match (k.as_str(), item) {
+                match (k, item) {
                     ("properties", Value::Object(props)) => {
-                        names.extend(props.keys().map(String::as_str));
+                        names.extend(props.keys());
                     }
                     ("enum", Value::Array(values)) => {
                         names.extend(values.iter().filter_map(Value::as_str));
