@@ -2,10 +2,10 @@
 //! case-insensitive per C8, like v1, and bounded by words
 //! (`docs/taxonomy-v2.md`, 3.2): a phrase whose first (last) character is
 //! a letter or digit matches only where the text has no letter, digit or
-//! `_` just before (after) it. All lists share one automaton, so a field is
-//! scanned once for every list.
+//! `_` just before (after) it. All lists share one index, so a field is
+//! read once for every list.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use rustc_hash::FxHashMap;
 
 use crate::phrases::{parse_lines, PhraseError};
 use crate::taxonomy::Taxonomy;
@@ -145,58 +145,214 @@ pub struct Lexicon {
     names: Matcher,
 }
 
-/// One automaton and, per pattern, its (category, index within it).
+/// The phrases of some lists, indexed for word-bounded search: per
+/// pattern its (category, index within it) and lowered text.
+///
+/// A word-bounded occurrence of a phrase that begins with a word
+/// character begins where a run of word characters begins, and that run
+/// is exactly the phrase's first word: the phrase's next character is
+/// not a word character and the text must hold it too, or the phrase
+/// ends there and then the text's next character must not be one either.
+/// So the text is read run by run, and each run is looked up among the
+/// first words. Phrases that begin with another character (`<!--`,
+/// `[system]`) are few: an automaton finds them.
 #[derive(Debug, Clone)]
 struct Matcher {
     owner: Vec<(Category, usize)>,
-    automaton: AhoCorasick,
+    patterns: Vec<String>,
+    /// The patterns that begin with a word character, by first word: of
+    /// at most eight bytes, packed into an integer (a word holds no zero
+    /// byte, so the packing is exact), else as text.
+    by_short_first_word: FxHashMap<u64, Vec<usize>>,
+    by_long_first_word: FxHashMap<Box<str>, Vec<usize>>,
+    /// A bit per [`word_key`] of some first word: most runs of a text are
+    /// no phrase's first word, and this rules them out without hashing.
+    first_word_keys: Box<[u64; KEY_WORDS]>,
+    /// The other patterns, by their first byte (256 entries).
+    by_first_byte: Vec<Vec<usize>>,
+    /// Empty patterns (a list can yield one only as name words): each
+    /// occurs at the start of every text.
+    empty: Vec<usize>,
+    /// Per byte: [`OTHER`], [`WORD`], [`STARTS`] or [`NON_ASCII`].
+    classes: [u8; 256],
+}
+
+/// An ASCII byte that is not a word character and begins no pattern.
+const OTHER: u8 = 0;
+/// An ASCII word character (letter, digit, `_`).
+const WORD: u8 = 1;
+/// An ASCII byte that is not a word character and begins some pattern.
+const STARTS: u8 = 2;
+/// A byte of a non-ASCII character.
+const NON_ASCII: u8 = 3;
+
+/// The size of [`Matcher::first_word_keys`] in 64-bit words (2^16 bits).
+const KEY_WORDS: usize = 1 << 10;
+
+/// A word of at most eight bytes as one integer.
+fn packed(word: &[u8]) -> Option<u64> {
+    if word.len() > 8 {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b[..word.len()].copy_from_slice(word);
+    Some(u64::from_le_bytes(b))
+}
+
+/// A 16-bit key of a word from its length and first and last bytes.
+fn word_key(word: &[u8]) -> usize {
+    let (first, last) = (word[0] as usize, word[word.len() - 1] as usize);
+    (first ^ (last << 5) ^ (word.len().min(31) << 11)) & 0xFFFF
 }
 
 impl Matcher {
-    fn build(
-        lowered: &[Vec<String>; CATEGORIES],
-        categories: &[Category],
-        kind: AhoCorasickKind,
-    ) -> Result<Matcher, PhraseError> {
+    fn build(lowered: &[Vec<String>; CATEGORIES], categories: &[Category]) -> Matcher {
         let mut owner = Vec::new();
-        let mut patterns: Vec<&str> = Vec::new();
+        let mut patterns = Vec::new();
         for &c in categories {
             for (i, p) in lowered[c.index()].iter().enumerate() {
                 owner.push((c, i));
-                patterns.push(p);
+                patterns.push(p.clone());
             }
         }
-        // A contiguous NFA: built in a fraction of a DFA's time (which a
-        // batch run pays once per process) and nearly as fast to search
-        // texts this short.
-        let automaton = AhoCorasickBuilder::new()
-            .kind(Some(kind))
-            .match_kind(MatchKind::Standard)
-            .build(patterns)
-            .map_err(|e| PhraseError::Matcher(e.to_string()))?;
-        Ok(Matcher { owner, automaton })
+        let mut by_short_first_word: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+        let mut by_long_first_word: FxHashMap<Box<str>, Vec<usize>> = FxHashMap::default();
+        let mut first_word_keys = Box::new([0u64; KEY_WORDS]);
+        let mut by_first_byte = vec![Vec::new(); 256];
+        let mut empty = Vec::new();
+        for (p, pattern) in patterns.iter().enumerate() {
+            let first = pattern
+                .char_indices()
+                .find(|&(_, c)| !is_word_char(c))
+                .map_or(pattern.as_str(), |(i, _)| &pattern[..i]);
+            if !first.is_empty() {
+                let key = word_key(first.as_bytes());
+                first_word_keys[key / 64] |= 1 << (key % 64);
+                match packed(first.as_bytes()) {
+                    Some(word) => by_short_first_word.entry(word).or_default().push(p),
+                    None => by_long_first_word.entry(first.into()).or_default().push(p),
+                }
+            } else if let Some(&b) = pattern.as_bytes().first() {
+                by_first_byte[usize::from(b)].push(p);
+            } else {
+                empty.push(p);
+            }
+        }
+        let mut classes = [OTHER; 256];
+        for (b, class) in classes.iter_mut().enumerate() {
+            *class = match u8::try_from(b) {
+                Ok(b) if !b.is_ascii() => NON_ASCII,
+                Ok(b) if b.is_ascii_alphanumeric() || b == b'_' => WORD,
+                _ if !by_first_byte[b].is_empty() => STARTS,
+                _ => OTHER,
+            };
+        }
+        Matcher {
+            owner,
+            patterns,
+            by_short_first_word,
+            by_long_first_word,
+            first_word_keys,
+            by_first_byte,
+            empty,
+            classes,
+        }
+    }
+
+    /// Calls `f` with each pattern that begins with a character other
+    /// than a word character and occurs at byte `at`.
+    fn others_at(&self, bytes: &[u8], at: usize, mut f: impl FnMut(usize)) {
+        for &p in &self.by_first_byte[usize::from(bytes[at])] {
+            if bytes[at..].starts_with(self.patterns[p].as_bytes()) {
+                f(p);
+            }
+        }
     }
 
     /// The first word-bounded occurrence of every phrase in `lowered_text`.
     fn scan(&self, lowered_text: &str) -> Vec<Hit> {
         let mut hits = Vec::new();
-        if self.owner.is_empty() || !self.automaton.is_match(lowered_text) {
-            return hits;
-        }
-        let mut seen = vec![false; self.owner.len()];
-        for m in self.automaton.find_overlapping_iter(lowered_text) {
-            let p = m.pattern().as_usize();
-            if seen[p] || !bounded(lowered_text, m.start(), m.end()) {
-                continue;
+        let mut seen: Vec<bool> = Vec::new();
+        let mut found = |p: usize, start: usize, hits: &mut Vec<Hit>| {
+            if seen.is_empty() {
+                seen = vec![false; self.owner.len()];
+            }
+            let end = start + self.patterns[p].len();
+            if seen[p] || !bounded(lowered_text, start, end) {
+                return;
             }
             seen[p] = true;
             let (category, index) = self.owner[p];
             hits.push(Hit {
                 category,
                 index,
-                start: m.start(),
-                end: m.end(),
+                start,
+                end,
             });
+        };
+        for &p in &self.empty {
+            found(p, 0, &mut hits);
+        }
+        let bytes = lowered_text.as_bytes();
+        let len = bytes.len();
+        // The end of the run of word characters from `at` (at a char
+        // boundary).
+        let run_end = |mut at: usize| {
+            while at < len {
+                match self.classes[usize::from(bytes[at])] {
+                    WORD => at += 1,
+                    NON_ASCII => match lowered_text[at..].chars().next() {
+                        Some(c) if is_word_char(c) => at += c.len_utf8(),
+                        _ => break,
+                    },
+                    _ => break,
+                }
+            }
+            at
+        };
+        // Character by character: a run of word characters may begin a
+        // phrase with its first word, another character a phrase that
+        // begins with it.
+        let mut at = 0;
+        while at < len {
+            let start = at;
+            match self.classes[usize::from(bytes[at])] {
+                OTHER => {
+                    at += 1;
+                    continue;
+                }
+                WORD => at = run_end(at + 1),
+                STARTS => {
+                    self.others_at(bytes, at, |p| found(p, start, &mut hits));
+                    at += 1;
+                    continue;
+                }
+                _ => match lowered_text[at..].chars().next() {
+                    Some(c) if is_word_char(c) => at = run_end(at + c.len_utf8()),
+                    Some(c) => {
+                        self.others_at(bytes, at, |p| found(p, start, &mut hits));
+                        at += c.len_utf8();
+                        continue;
+                    }
+                    None => break,
+                },
+            }
+            let key = word_key(&bytes[start..at]);
+            if self.first_word_keys[key / 64] & (1 << (key % 64)) == 0 {
+                continue;
+            }
+            let ids = match packed(&bytes[start..at]) {
+                Some(word) => self.by_short_first_word.get(&word),
+                None => self.by_long_first_word.get(&lowered_text[start..at]),
+            };
+            let Some(ids) = ids else {
+                continue;
+            };
+            for &p in ids {
+                if bytes[start..].starts_with(self.patterns[p].as_bytes()) {
+                    found(p, start, &mut hits);
+                }
+            }
         }
         hits.sort_by_key(|h| (h.category, h.index));
         hits
@@ -255,22 +411,9 @@ impl Lexicon {
                 Category::Authority,
                 Category::Sensitive,
             ],
-            // Every changed field is searched: v2's lists are small enough
-            // for a DFA to pay for its construction; v3's are not (a
-            // contiguous NFA builds in a fraction of the time).
-            if taxonomy >= Taxonomy::V3 {
-                AhoCorasickKind::ContiguousNFA
-            } else {
-                AhoCorasickKind::DFA
-            },
-        )?;
-        // Searched only in sentences that name another tool: the quickest
-        // to build (a batch run builds it once per process).
-        let directives = Matcher::build(
-            &lowered,
-            &[Category::Directive],
-            AhoCorasickKind::ContiguousNFA,
-        )?;
+        );
+        // Searched only in sentences that name another tool.
+        let directives = Matcher::build(&lowered, &[Category::Directive]);
         // Input names only (R04 of taxonomy-v3), sensitive words included,
         // written as name words: `id_rsa` is `id rsa`, `.ssh` is `ssh`.
         let mut as_words: [Vec<String>; CATEGORIES] = Default::default();
@@ -285,11 +428,7 @@ impl Lexicon {
                 })
                 .collect();
         }
-        let names = Matcher::build(
-            &as_words,
-            &[Category::Sensitive, Category::Channel],
-            AhoCorasickKind::ContiguousNFA,
-        )?;
+        let names = Matcher::build(&as_words, &[Category::Sensitive, Category::Channel]);
         Ok(Lexicon {
             taxonomy,
             names,
@@ -335,6 +474,16 @@ impl Lexicon {
     pub fn scan_directives(&self, lowered_text: &str) -> Vec<Hit> {
         self.directives.scan(lowered_text)
     }
+}
+
+/// Whether `pattern` (lowered) occurs in `text` (lowered) bounded by
+/// words: what [`Lexicon::scan`] finds for it, for one phrase.
+pub(crate) fn occurs_bounded(text: &str, pattern: &str) -> bool {
+    if pattern.is_empty() {
+        return true;
+    }
+    memchr::memmem::find_iter(text.as_bytes(), pattern.as_bytes())
+        .any(|at| bounded(text, at, at + pattern.len()))
 }
 
 /// Letters, digits and `_` continue a word.

@@ -52,6 +52,25 @@ pub fn words(s: &str) -> impl Iterator<Item = &str> {
     fast.into_iter().flatten().chain(slow.into_iter().flatten())
 }
 
+/// Whether `bytes` holds an ASCII digit, eight bytes at a time: after
+/// XOR with `0x30` a digit is a byte below 10, and the borrow test below
+/// flags a lane exactly when some lane is (a flag can spread only to
+/// lanes above a true one, never make one where there is none).
+pub fn has_ascii_digit(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(chunk);
+        let y = u64::from_le_bytes(lanes) ^ (0x30 * ONES);
+        if y.wrapping_sub(10 * ONES) & !y & HIGHS != 0 {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(u8::is_ascii_digit)
+}
+
 /// The R09 alnum-fold (C11): lowercase per C8, then keep only code points
 /// of general category L (Lu, Ll, Lt, Lm, Lo) or Nd.
 pub fn alnum_fold(s: &str) -> String {
@@ -151,10 +170,15 @@ fn push_words<'a>(s: &'a str, out: &mut Vec<&'a str>) {
 /// R08's measured count.
 #[derive(Debug, Clone)]
 pub struct WordPair {
+    /// The words of each text between their longest common prefix and
+    /// suffix (which edit distance does not see), interned.
     old: Vec<u32>,
     new: Vec<u32>,
-    /// The number of distinct words.
+    /// The number of distinct words among those.
     alphabet: usize,
+    /// The number of words of each whole text.
+    old_words: usize,
+    new_words: usize,
 }
 
 impl WordPair {
@@ -163,19 +187,33 @@ impl WordPair {
         push_words(old, &mut words);
         let split = words.len();
         push_words(new, &mut words);
+        let (old_words, new_words) = (split, words.len() - split);
+        let (a, b) = words.split_at(split);
+        let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let suffix = a[prefix..]
+            .iter()
+            .rev()
+            .zip(b[prefix..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let middle = |w: &[&str]| w.len() - suffix;
+        let (a, b) = (&a[prefix..middle(a)], &b[prefix..middle(b)]);
         // Sized up front so the table never grows.
         let mut ids: FxHashMap<&str, u32> =
-            FxHashMap::with_capacity_and_hasher(words.len(), Default::default());
-        let mut interned = Vec::with_capacity(words.len());
-        for w in words {
+            FxHashMap::with_capacity_and_hasher(a.len() + b.len(), Default::default());
+        let mut interned = Vec::with_capacity(a.len() + b.len());
+        for &w in a.iter().chain(b) {
             let next = ids.len() as u32;
             interned.push(*ids.entry(w).or_insert(next));
         }
-        let new = interned.split_off(split);
+        let new = interned.split_off(a.len());
+        let old = interned;
         WordPair {
-            old: interned,
+            old,
             new,
             alphabet: ids.len(),
+            old_words,
+            new_words,
         }
     }
 
@@ -183,7 +221,7 @@ impl WordPair {
     /// [`word_distance`]).
     pub fn distance(&self) -> WordDistance {
         let (a, b) = (&self.old, &self.new);
-        let denom = a.len().max(b.len());
+        let denom = self.old_words.max(self.new_words);
         let wanted = WordDistance::max_small_edits(denom);
         let measured = wanted.min(MAX_MEASURED_EDITS);
         let edits = if denom == 0 {
@@ -192,8 +230,8 @@ impl WordPair {
             levenshtein_within(a, b, measured, self.alphabet)
         };
         WordDistance {
-            old_words: a.len(),
-            new_words: b.len(),
+            old_words: self.old_words,
+            new_words: self.new_words,
             denom,
             unmeasured: edits.is_none() && measured < wanted,
             edits,
@@ -203,7 +241,7 @@ impl WordPair {
     /// The exact word edit distance when neither text has more than
     /// `max_words` words (see [`word_edits`]).
     pub fn edits(&self, max_words: usize) -> Option<usize> {
-        if self.old.len() > max_words || self.new.len() > max_words {
+        if self.old_words > max_words || self.new_words > max_words {
             return None;
         }
         Some(levenshtein(&self.old, &self.new, self.alphabet))
@@ -632,5 +670,39 @@ mod tests {
         assert_eq!(word_edits("", "a b", 100), Some(2));
         // Past the word bound, not measured.
         assert_eq!(word_edits("a b c", "a b", 2), None);
+    }
+}
+
+#[cfg(test)]
+mod digit_tests {
+    use super::has_ascii_digit;
+
+    #[test]
+    fn has_ascii_digit_agrees_with_a_byte_by_byte_test() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for len in 0..40 {
+            for _ in 0..500 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Mostly bytes near the digits (and their XOR
+                        // neighbours), so both answers come up.
+                        match seed % 4 {
+                            0 => (seed >> 8) as u8,
+                            1 => 0x2A + (seed >> 8) as u8 % 0x18,
+                            2 => 0xB0 + (seed >> 8) as u8 % 0x10,
+                            _ => b'a' + (seed >> 8) as u8 % 26,
+                        }
+                    })
+                    .collect();
+                assert_eq!(
+                    has_ascii_digit(&bytes),
+                    bytes.iter().any(u8::is_ascii_digit),
+                    "{bytes:?}"
+                );
+            }
+        }
     }
 }

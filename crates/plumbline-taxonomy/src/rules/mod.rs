@@ -79,6 +79,8 @@ pub(crate) struct StringChange<'a> {
     pub human_readable: bool,
     old_scan: OnceCell<Scan>,
     new_scan: OnceCell<Scan>,
+    /// taxonomy-v2: the old value lowered, when only looked up in.
+    old_lowered: OnceCell<String>,
     /// taxonomy-v2: the references of each side (R05 and R10 share them).
     old_refs: OnceCell<Vec<references::Reference>>,
     new_refs: OnceCell<Vec<references::Reference>>,
@@ -107,6 +109,18 @@ impl StringChange<'_> {
 
     pub fn new_scan(&self, phrases: Phrases<'_>) -> &Scan {
         self.new_scan.get_or_init(|| Scan::of(self.new, phrases))
+    }
+
+    /// taxonomy-v2: whether the old value holds the phrase `index` of
+    /// `category`, bounded by words. A field's new value holds few
+    /// phrases; looking each up in the old value costs less than
+    /// scanning the old value for all of them.
+    pub fn old_holds(&self, lexicon: &Lexicon, category: Category, index: usize) -> bool {
+        let old = match self.old_scan.get() {
+            Some(scan) => &scan.lowered,
+            None => self.old_lowered.get_or_init(|| lower(self.old)),
+        };
+        lexicon::occurs_bounded(old, lexicon.lowered(category, index))
     }
 
     pub fn old_refs(&self, ctx: &Context<'_>) -> &[references::Reference] {
@@ -208,6 +222,7 @@ impl<'a> Context<'a> {
                     human_readable: is_human_readable(path),
                     old_scan: OnceCell::new(),
                     new_scan: OnceCell::new(),
+                    old_lowered: OnceCell::new(),
                     old_refs: OnceCell::new(),
                     new_refs: OnceCell::new(),
                 });
@@ -303,12 +318,8 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
         if !new.lexicon.iter().any(|h| h.category == category) {
             continue;
         }
-        let old = &f.old_scan(ctx.phrases).lexicon;
         for h in new.lexicon.iter().filter(|h| h.category == category) {
-            if old
-                .iter()
-                .any(|o| o.category == category && o.index == h.index)
-            {
+            if f.old_holds(lexicon, category, h.index) {
                 continue;
             }
             found.push(Evidence {

@@ -50,6 +50,10 @@ fn check_v2(ctx: &Context<'_>) -> Found {
     let mut found = Vec::new();
     let old = ctx.old.get("annotations").and_then(Value::as_object);
     let new = ctx.new.get("annotations").and_then(Value::as_object);
+    // Equal annotations give equal effective values: nothing newly holds.
+    if old == new {
+        return found;
+    }
     let (_, old_read_only) = effective(old, "readOnlyHint", false);
     let (_, new_read_only) = effective(new, "readOnlyHint", false);
     for ((key, capable), (_, default)) in WATCHED.iter().zip(DEFAULTS) {

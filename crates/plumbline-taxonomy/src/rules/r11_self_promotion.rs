@@ -65,20 +65,30 @@ pub fn count_claims(text: &str) -> Vec<String> {
             && w.chars()
                 .all(|c| c.is_ascii_digit() || matches!(c, ',' | '.' | '+' | 'k' | 'm'))
     };
-    for raw in crate::text::words(text) {
-        // A number's cleaned form starts with a digit, so its raw word
-        // holds one; only such words are cleaned, and only their next
-        // three words are read.
-        if !raw.bytes().any(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let first = clean(raw);
+    // Words as `text::words` gives them (runs without White_Space), read
+    // lazily: only the words that hold a digit, and the few after each.
+    let mut from = 0;
+    // A number's cleaned form starts with a digit, so its word holds one.
+    while let Some(d) = text.as_bytes()[from..].iter().position(u8::is_ascii_digit) {
+        let at = from + d;
+        let start = text[..at]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let end = text[at..]
+            .find(char::is_whitespace)
+            .map_or(text.len(), |i| at + i);
+        from = end;
+        let first = clean(&text[start..end]);
         if !is_number(&first) {
             continue;
         }
-        // `raw` is a slice of `text`: the words after it start there.
-        let end = raw.as_ptr() as usize - text.as_ptr() as usize + raw.len();
-        let mut next = crate::text::words(&text[end..]).map(clean).peekable();
+        let mut next = text[end..]
+            .split(char::is_whitespace)
+            .filter(|w| !w.is_empty())
+            .map(clean)
+            .peekable();
         let mut claim = vec![first];
         if let Some(scale) =
             next.next_if(|w| matches!(w.as_str(), "thousand" | "million" | "billion"))
@@ -97,12 +107,29 @@ pub fn count_claims(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether `lowered` (a text lowercased per C8) can hold a count claim:
+/// it has a digit and the letters of a [`COUNTED`] noun. A claim's noun,
+/// lowercased, is part of the lowercased text (C8 lowercases code point
+/// by code point).
+fn may_hold_claim(lowered: &str) -> bool {
+    crate::text::has_ascii_digit(lowered.as_bytes()) && COUNTED.iter().any(|n| lowered.contains(n))
+}
+
 fn check_v3(ctx: &Context<'_>, found: &mut Found) {
     use crate::evidence::{Detail, Evidence};
     use crate::json::Value;
     for f in ctx.changed_fields() {
+        // A claim holds a counted noun: most fields hold none, and then
+        // neither side needs reading word by word.
+        if !may_hold_claim(&f.new_scan(ctx.phrases).lowered) {
+            continue;
+        }
+        let new = count_claims(f.new);
+        if new.is_empty() {
+            continue;
+        }
         let old = count_claims(f.old);
-        for claim in count_claims(f.new) {
+        for claim in new {
             if !old.contains(&claim) {
                 found.push(Evidence {
                     rule: RuleId::R11,
@@ -115,14 +142,14 @@ fn check_v3(ctx: &Context<'_>, found: &mut Found) {
             }
         }
     }
-    let name_words = |t: &Value| {
-        t.get("name")
-            .and_then(Value::as_str)
-            .map(super::name_words)
-            .unwrap_or_default()
-    };
-    let new = name_words(ctx.new);
-    let old = name_words(ctx.old);
+    let old = ctx.old.get("name").and_then(Value::as_str);
+    let new = ctx.new.get("name").and_then(Value::as_str);
+    // An unchanged name gains no word.
+    if old == new {
+        return;
+    }
+    let new = new.map(super::name_words).unwrap_or_default();
+    let old = old.map(super::name_words).unwrap_or_default();
     for w in NAME_WORDS {
         let has = |s: &str| s.split(' ').any(|x| x == w);
         if has(&new) && !has(&old) {
@@ -151,6 +178,13 @@ mod tests {
     use super::count_claims;
 
     #[test]
+    fn only_a_text_with_a_digit_and_a_counted_noun_may_hold_a_claim() {
+        assert!(super::may_hold_claim("used by 40,000 developers"));
+        assert!(!super::may_hold_claim("used by many developers"));
+        assert!(!super::may_hold_claim("returns 40 results"));
+    }
+
+    #[test]
     fn count_claims_need_a_number_then_a_counted_noun() {
         assert_eq!(
             count_claims("Used by 40,000 developers worldwide."),
@@ -163,6 +197,12 @@ mod tests {
         );
         assert!(count_claims("Returns up to 100 results per page.").is_empty());
         assert!(count_claims("users: 5").is_empty());
+        // Words end at any White_Space, ASCII or not.
+        assert_eq!(
+            count_claims("Trusted by 40,000\u{a0}developers\u{b}and 2m\u{2003}downloads"),
+            ["40,000 developers", "2m downloads"]
+        );
+        assert_eq!(count_claims("über 5 Mio users"), ["5 mio users"]);
         assert!(count_claims("").is_empty());
     }
 }

@@ -9,15 +9,16 @@ use crate::severity::RuleId;
 
 pub const DOC: &str = include_str!("r19_second_signal.md");
 
-/// The phrases of `category` in `new` and not in `old` (by phrase).
-fn newly<'h>(new: &'h [Hit], old: &[Hit], category: Category) -> impl Iterator<Item = &'h Hit> {
-    let old: Vec<usize> = old
-        .iter()
-        .filter(|h| h.category == category)
-        .map(|h| h.index)
-        .collect();
+/// The phrases of `category` in the field's new value and not in its old
+/// one (by phrase).
+fn newly<'h>(
+    lexicon: &'h Lexicon,
+    f: &'h StringChange<'_>,
+    new: &'h [Hit],
+    category: Category,
+) -> impl Iterator<Item = &'h Hit> {
     new.iter()
-        .filter(move |h| h.category == category && !old.contains(&h.index))
+        .filter(move |h| h.category == category && !f.old_holds(lexicon, category, h.index))
 }
 
 /// The field's second signal, in this order: a new endpoint, a new
@@ -56,8 +57,7 @@ fn second_signal(
         return Some(("tool", r.name.clone()));
     }
     let new = &f.new_scan(ctx.phrases).lexicon;
-    let old = &f.old_scan(ctx.phrases).lexicon;
-    newly(new, old, Category::Sensitive).next().map(|h| {
+    newly(lexicon, f, new, Category::Sensitive).next().map(|h| {
         (
             "sensitive",
             lexicon.phrase(Category::Sensitive, h.index).to_owned(),
@@ -75,8 +75,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         if !new.iter().any(|h| h.category == Category::Cue) {
             continue;
         }
-        let old = &f.old_scan(ctx.phrases).lexicon;
-        let Some(cue) = newly(new, old, Category::Cue).next() else {
+        let Some(cue) = newly(lexicon, f, new, Category::Cue).next() else {
             continue;
         };
         let Some((signal, text)) = second_signal(ctx, lexicon, f) else {
