@@ -595,4 +595,113 @@ mod tests {
         assert_eq!(&text[must.start..must.end], "must");
         assert_eq!(must.start, 17);
     }
+
+    /// The first word-bounded occurrence of each pattern, found the slow
+    /// way: at every character boundary.
+    fn naive_scan(matcher: &Matcher, text: &str) -> Vec<(Category, usize, usize)> {
+        let mut hits: Vec<(Category, usize, usize)> = Vec::new();
+        for (p, pattern) in matcher.patterns.iter().enumerate() {
+            let first = (0..=text.len()).find(|&i| {
+                text.is_char_boundary(i)
+                    && text[i..].starts_with(pattern.as_str())
+                    && bounded(text, i, i + pattern.len())
+            });
+            if let Some(i) = first {
+                let (c, index) = matcher.owner[p];
+                hits.push((c, index, i));
+            }
+        }
+        hits.sort();
+        hits
+    }
+
+    #[test]
+    fn the_word_index_finds_what_a_search_at_every_position_finds() {
+        // Phrases that begin with words, share first words, overlap, hold
+        // punctuation, begin with other characters (one of them
+        // non-ASCII), and texts made of their pieces, other words and
+        // separators, ASCII or not.
+        let mut lowered: [Vec<String>; CATEGORIES] = Default::default();
+        lowered[Category::Imperative.index()] = [
+            "ignore",
+            "ignore previous",
+            "ignore previous instructions",
+            "you must",
+            "über alles",
+            "do not",
+            "don't",
+            "aa",
+            "aa aa",
+            "a_b",
+            "x1",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        lowered[Category::Cue.index()] =
+            ["<!--", "[system]", "<important>", ".env", "«note»", "must"]
+                .map(str::to_owned)
+                .to_vec();
+        let matcher = Matcher::build(&lowered, &[Category::Imperative, Category::Cue]);
+        let pieces = [
+            "ignore",
+            "previous",
+            "instructions",
+            "you",
+            "must",
+            "über",
+            "alles",
+            "do",
+            "not",
+            "don't",
+            "aa",
+            "a_b",
+            "x1",
+            "<!--",
+            "[system]",
+            "<important>",
+            ".env",
+            "«note»",
+            "note",
+            "system",
+            "ab",
+            "_",
+            "é",
+            "1",
+            "the",
+        ];
+        let separators = [
+            " ", "", "  ", "\n", ".", ",", "-", "_", "é", "\u{a0}", "/", "«",
+        ];
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as usize % n
+        };
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..next(9) {
+                text.push_str(pieces[next(pieces.len())]);
+                text.push_str(separators[next(separators.len())]);
+            }
+            let got: Vec<(Category, usize, usize)> = matcher
+                .scan(&text)
+                .iter()
+                .map(|h| (h.category, h.index, h.start))
+                .collect();
+            let mut got_sorted = got.clone();
+            got_sorted.sort();
+            assert_eq!(got_sorted, naive_scan(&matcher, &text), "{text:?}");
+            for h in matcher.scan(&text) {
+                let pattern = &matcher.patterns[matcher
+                    .owner
+                    .iter()
+                    .position(|&o| o == (h.category, h.index))
+                    .unwrap()];
+                assert_eq!(&text[h.start..h.end], pattern.as_str());
+                assert!(occurs_bounded(&text, pattern));
+            }
+        }
+    }
 }
