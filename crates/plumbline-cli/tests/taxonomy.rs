@@ -101,18 +101,21 @@ fn v3_compares_an_added_tool_with_the_inventorys_tools() {
     std::fs::write(d.join("new.json"), decoy).unwrap();
     let line = format!("{{\"id\":1,\"old\":{{\"name\":\"search_web\"}},\"new\":{decoy}}}\n");
     std::fs::write(d.join("pairs.jsonl"), line).unwrap();
-    let o = plumbline(
-        d,
-        &[
-            "classify",
-            "--jsonl",
-            "pairs.jsonl",
-            "--taxonomy",
-            "v3",
-            "--inventory",
-            "listing.json",
-        ],
-    );
+    let classify_pairs = || {
+        plumbline(
+            d,
+            &[
+                "classify",
+                "--jsonl",
+                "pairs.jsonl",
+                "--taxonomy",
+                "v3",
+                "--inventory",
+                "listing.json",
+            ],
+        )
+    };
+    let o = classify_pairs();
     // A changed tool (not added) never duplicates: R16 is for added tools.
     assert!(
         !String::from_utf8_lossy(&o.stdout).contains("R16"),
@@ -122,18 +125,7 @@ fn v3_compares_an_added_tool_with_the_inventorys_tools() {
     // `"old": null` is an added tool, compared with the listing's tools.
     let line = format!("{{\"id\":2,\"old\":null,\"new\":{decoy}}}\n");
     std::fs::write(d.join("pairs.jsonl"), line).unwrap();
-    let o = plumbline(
-        d,
-        &[
-            "classify",
-            "--jsonl",
-            "pairs.jsonl",
-            "--taxonomy",
-            "v3",
-            "--inventory",
-            "listing.json",
-        ],
-    );
+    let o = classify_pairs();
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "{\"id\":2,\"severity\":\"HIGH\",\"rules\":[\"R16\"]}\n",

@@ -156,7 +156,7 @@ impl Classifier {
             Taxonomy::V2 | Taxonomy::V3 => Classifier {
                 taxonomy,
                 phrases: PhraseList::empty(),
-                lexicon: Some(Arc::new(Lexicon::with_imperatives(taxonomy, text)?)),
+                lexicon: Some(Arc::new(Lexicon::with_imperatives(taxonomy, text))),
             },
         })
     }

@@ -7,7 +7,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::phrases::{parse_lines, PhraseError};
+use crate::phrases::parse_lines;
 use crate::taxonomy::Taxonomy;
 
 /// Which list a phrase comes from, and so which rule it serves.
@@ -155,7 +155,8 @@ pub struct Lexicon {
 /// ends there and then the text's next character must not be one either.
 /// So the text is read run by run, and each run is looked up among the
 /// first words. Phrases that begin with another character (`<!--`,
-/// `[system]`) are few: an automaton finds them.
+/// `[system]`) are few: they are tried where the text holds their first
+/// byte.
 #[derive(Debug, Clone)]
 struct Matcher {
     owner: Vec<(Category, usize)>,
@@ -367,21 +368,12 @@ impl Lexicon {
 
     /// The built-in lists of `taxonomy` (v2 or later).
     pub fn builtin(taxonomy: Taxonomy) -> Lexicon {
-        Lexicon::build(taxonomy, |c| parse_lines(c.builtin(taxonomy))).unwrap_or_else(|e| {
-            // The built-in lists are constants; a unit test builds them.
-            panic!("the built-in {taxonomy} phrase lists: {e}")
-        })
-    }
-
-    /// taxonomy-v2's built-in lists with the imperatives replaced by
-    /// `imperatives` (a phrase file's text).
-    pub fn v2_with_imperatives(imperatives: &str) -> Result<Lexicon, PhraseError> {
-        Lexicon::with_imperatives(Taxonomy::V2, imperatives)
+        Lexicon::build(taxonomy, |c| parse_lines(c.builtin(taxonomy)))
     }
 
     /// `taxonomy`'s built-in lists with the imperatives (R02) replaced by
     /// `imperatives` (a phrase file's text).
-    pub fn with_imperatives(taxonomy: Taxonomy, imperatives: &str) -> Result<Lexicon, PhraseError> {
+    pub fn with_imperatives(taxonomy: Taxonomy, imperatives: &str) -> Lexicon {
         Lexicon::build(taxonomy, |c| match c {
             Category::Imperative => parse_lines(imperatives),
             other => parse_lines(other.builtin(taxonomy)),
@@ -391,7 +383,7 @@ impl Lexicon {
     fn build(
         taxonomy: Taxonomy,
         mut lines: impl FnMut(Category) -> (Vec<String>, Vec<String>),
-    ) -> Result<Lexicon, PhraseError> {
+    ) -> Lexicon {
         let mut phrases: [Vec<String>; CATEGORIES] = Default::default();
         let mut lowered: [Vec<String>; CATEGORIES] = Default::default();
         for c in Category::ALL {
@@ -429,14 +421,14 @@ impl Lexicon {
                 .collect();
         }
         let names = Matcher::build(&as_words, &[Category::Sensitive, Category::Channel]);
-        Ok(Lexicon {
+        Lexicon {
             taxonomy,
             names,
             phrases,
             lowered,
             fields,
             directives,
-        })
+        }
     }
 
     pub fn phrases(&self, category: Category) -> &[String] {
