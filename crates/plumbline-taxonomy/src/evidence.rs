@@ -129,6 +129,16 @@ pub enum Detail {
         /// The endpoint, tool name or sensitive phrase.
         text: String,
     },
+    /// R02, R14, R17, R18 (taxonomy-v3 2.14): a sentence that newly holds
+    /// a construction.
+    Construction {
+        /// What the construction says.
+        construction: &'static str,
+        /// The words that make it, as found (`ignore … instructions`).
+        words: String,
+        /// The sentence, at most 200 characters.
+        sentence: String,
+    },
     /// R08: the description's word-level distance is at least 0.20.
     DescriptionRewrite {
         old_words: usize,
@@ -300,6 +310,11 @@ impl Evidence {
                     _ => format!("repeats the description of {tool:?}, {whose}"),
                 }
             }
+            Detail::Construction {
+                construction,
+                words,
+                sentence,
+            } => format!("{construction} ({words:?}): {sentence:?}"),
             Detail::SecondSignal { cue, signal, text } => {
                 format!("{cue:?} together with a new {signal} {text:?}")
             }

@@ -7,6 +7,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::constructions::Constructions;
 use crate::phrases::parse_lines;
 use crate::taxonomy::Taxonomy;
 
@@ -33,10 +34,13 @@ pub enum Category {
     Sensitive,
     /// taxonomy-v3 R04 only (input names), `channels-v3.txt`.
     Channel,
+    /// taxonomy-v3 constructions (2.14): the anchor entries of
+    /// `constructions-v3.txt`.
+    Anchor,
 }
 
 /// The number of categories.
-const CATEGORIES: usize = 10;
+const CATEGORIES: usize = 11;
 
 impl Category {
     pub const ALL: [Category; CATEGORIES] = [
@@ -50,6 +54,7 @@ impl Category {
         Category::Authority,
         Category::Sensitive,
         Category::Channel,
+        Category::Anchor,
     ];
 
     fn index(self) -> usize {
@@ -77,10 +82,20 @@ impl Category {
             (Category::Authority, Taxonomy::V3) => "taxonomy/authority-v3.txt",
             (Category::Sensitive, Taxonomy::V3) => "taxonomy/sensitive-v3.txt",
             (Category::Channel, Taxonomy::V3) => "taxonomy/channels-v3.txt",
+            (Category::Anchor, Taxonomy::V3) => "taxonomy/constructions-v3.txt",
         })
     }
 
     /// The built-in list's text under `taxonomy` (empty where it has none).
+    /// The phrases of this list's built-in file (the anchors of the
+    /// constructions file are its phrases).
+    fn builtin_lines(self, taxonomy: Taxonomy) -> (Vec<String>, Vec<String>) {
+        match self {
+            Category::Anchor => crate::constructions::anchor_lines(self.builtin(taxonomy)),
+            _ => parse_lines(self.builtin(taxonomy)),
+        }
+    }
+
     fn builtin(self, taxonomy: Taxonomy) -> &'static str {
         match (self, taxonomy) {
             (_, Taxonomy::V1) => "",
@@ -100,6 +115,7 @@ impl Category {
             (Category::Authority, Taxonomy::V3) => AUTHORITY_V3,
             (Category::Sensitive, Taxonomy::V3) => SENSITIVE_V3,
             (Category::Channel, Taxonomy::V3) => CHANNELS_V3,
+            (Category::Anchor, Taxonomy::V3) => crate::constructions::CONSTRUCTIONS_V3,
         }
     }
 }
@@ -137,6 +153,9 @@ pub struct Hit {
 #[derive(Debug, Clone)]
 pub struct Lexicon {
     taxonomy: Taxonomy,
+    /// taxonomy-v3's constructions (2.14), whose anchors are
+    /// [`Category::Anchor`].
+    constructions: Constructions,
     /// Per category: phrases as written, and lowered.
     phrases: [Vec<String>; CATEGORIES],
     lowered: [Vec<String>; CATEGORIES],
@@ -368,7 +387,7 @@ impl Lexicon {
 
     /// The built-in lists of `taxonomy` (v2 or later).
     pub fn builtin(taxonomy: Taxonomy) -> Lexicon {
-        Lexicon::build(taxonomy, |c| parse_lines(c.builtin(taxonomy)))
+        Lexicon::build(taxonomy, |c| c.builtin_lines(taxonomy))
     }
 
     /// `taxonomy`'s built-in lists with the imperatives (R02) replaced by
@@ -376,7 +395,7 @@ impl Lexicon {
     pub fn with_imperatives(taxonomy: Taxonomy, imperatives: &str) -> Lexicon {
         Lexicon::build(taxonomy, |c| match c {
             Category::Imperative => parse_lines(imperatives),
-            other => parse_lines(other.builtin(taxonomy)),
+            other => other.builtin_lines(taxonomy),
         })
     }
 
@@ -402,6 +421,7 @@ impl Lexicon {
                 Category::Sequencing,
                 Category::Authority,
                 Category::Sensitive,
+                Category::Anchor,
             ],
         );
         // Searched only in sentences that name another tool.
@@ -421,14 +441,23 @@ impl Lexicon {
                 .collect();
         }
         let names = Matcher::build(&as_words, &[Category::Sensitive, Category::Channel]);
+        let constructions = match taxonomy {
+            Taxonomy::V3 => Constructions::parse(crate::constructions::CONSTRUCTIONS_V3),
+            _ => Constructions::default(),
+        };
         Lexicon {
             taxonomy,
+            constructions,
             names,
             phrases,
             lowered,
             fields,
             directives,
         }
+    }
+
+    pub fn constructions(&self) -> &Constructions {
+        &self.constructions
     }
 
     pub fn phrases(&self, category: Category) -> &[String] {

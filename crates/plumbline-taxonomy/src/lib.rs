@@ -20,6 +20,7 @@
 //! ```
 
 pub mod classify;
+pub mod constructions;
 pub mod corpus;
 pub mod diff;
 pub mod evidence;

@@ -123,6 +123,14 @@ impl StringChange<'_> {
         lexicon::occurs_bounded(old, lexicon.lowered(category, index))
     }
 
+    /// The old value lowered per C8.
+    pub fn old_lowered(&self) -> &str {
+        match self.old_scan.get() {
+            Some(scan) => &scan.lowered,
+            None => self.old_lowered.get_or_init(|| lower(self.old)),
+        }
+    }
+
     pub fn old_refs(&self, ctx: &Context<'_>) -> &[references::Reference] {
         self.old_refs
             .get_or_init(|| references::references(ctx, self.old))
@@ -181,6 +189,8 @@ pub(crate) struct Context<'a> {
     /// R08 did not fire), computed once; R08's evidence counts its edits
     /// from the same words.
     description_distance: OnceCell<(crate::text::WordPair, crate::text::WordDistance)>,
+    /// taxonomy-v3: the new tool's input names, lowered.
+    inputs: OnceCell<Vec<String>>,
 }
 
 impl<'a> Context<'a> {
@@ -240,6 +250,7 @@ impl<'a> Context<'a> {
             own: OnceCell::new(),
             required: OnceCell::new(),
             description_distance: OnceCell::new(),
+            inputs: OnceCell::new(),
         }
     }
 
@@ -299,6 +310,19 @@ impl<'a> Context<'a> {
             .get_or_init(|| r04_new_required_property::RequiredChange::of(self.old, self.new))
     }
 
+    /// The names of the new tool's inputs (`inputSchema.properties`),
+    /// lowered per C8 (taxonomy-v3 2.14, the "ignored" construction).
+    pub fn input_names(&self) -> &[String] {
+        self.inputs.get_or_init(|| {
+            self.new
+                .get("inputSchema")
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object)
+                .map(|p| p.keys().map(lower).collect())
+                .unwrap_or_default()
+        })
+    }
+
     pub fn own_names(&self) -> &references::OwnNames<'a> {
         self.own
             .get_or_init(|| references::OwnNames::of(self.old, self.new))
@@ -333,6 +357,60 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
                         h.start,
                         lexicon.lowered(category, h.index).chars().count(),
                     ),
+                },
+            });
+        }
+    }
+    found
+}
+
+/// taxonomy-v3's per-field construction rule (2.14): `rule` fires once
+/// for each construction of `kinds` that some sentence of a changed
+/// human-readable field's new value holds and no sentence of its old
+/// value does. Only a field whose new value holds one of the
+/// construction's anchor entries is read.
+pub(crate) fn newly_present_constructions(
+    ctx: &Context<'_>,
+    kinds: &[crate::constructions::Kind],
+    rule: RuleId,
+) -> Found {
+    use crate::constructions::first_sentence;
+    let mut found = Vec::new();
+    let Some(lexicon) = ctx.lexicon() else {
+        return found;
+    };
+    let constructions = lexicon.constructions();
+    for f in ctx.changed_fields() {
+        let scan = f.new_scan(ctx.phrases);
+        for &kind in kinds {
+            let present: Vec<&str> = scan
+                .lexicon
+                .iter()
+                .filter(|h| h.category == Category::Anchor)
+                .map(|h| lexicon.lowered(h.category, h.index))
+                .filter(|a| constructions.anchor_kind(a) == Some(kind))
+                .collect();
+            if present.is_empty() {
+                continue;
+            }
+            let inputs = ctx.input_names();
+            let Some((sentence, how)) =
+                first_sentence(constructions, kind, f.new, &scan.lowered, present, inputs)
+            else {
+                continue;
+            };
+            let old = f.old_lowered();
+            let anchors = constructions.anchors_of(kind);
+            if first_sentence(constructions, kind, f.old, old, anchors, inputs).is_some() {
+                continue;
+            }
+            found.push(Evidence {
+                rule,
+                pointer: f.pointer(),
+                detail: crate::evidence::Detail::Construction {
+                    construction: kind.title(),
+                    words: how,
+                    sentence: references::shown_sentence(f.new, &sentence),
                 },
             });
         }

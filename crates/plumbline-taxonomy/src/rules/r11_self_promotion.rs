@@ -47,8 +47,10 @@ pub const COUNTED: [&str; 12] = [
 
 /// The count claims of a text: a number (digits, with `,` `.` `+` `k`
 /// `m` attached, or followed by `thousand` or `million`) followed, at
-/// most one word later, by a word of [`COUNTED`]. Each as the lowered
-/// words from the number to the noun.
+/// most one word later, by a word of [`COUNTED`], each as the lowered
+/// words from the number to the noun; and each rank claim, a word that is
+/// `#1` once `(` `)` `.` `,` `;` `:` `!` `?` around it are removed
+/// (taxonomy-v3 draft 2).
 pub fn count_claims(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     // Most texts hold no digit, and a claim starts with one.
@@ -80,6 +82,11 @@ pub fn count_claims(text: &str) -> Vec<String> {
             .find(char::is_whitespace)
             .map_or(text.len(), |i| at + i);
         from = end;
+        // A rank claim: the word `#1`, without the punctuation around it.
+        if text[start..end].trim_matches(['(', ')', '.', ',', ';', ':', '!', '?']) == "#1" {
+            out.push("#1".to_owned());
+            continue;
+        }
         let first = clean(&text[start..end]);
         if !is_number(&first) {
             continue;
@@ -112,7 +119,8 @@ pub fn count_claims(text: &str) -> Vec<String> {
 /// lowercased, is part of the lowercased text (C8 lowercases code point
 /// by code point).
 fn may_hold_claim(lowered: &str) -> bool {
-    crate::text::has_ascii_digit(lowered.as_bytes()) && COUNTED.iter().any(|n| lowered.contains(n))
+    crate::text::has_ascii_digit(lowered.as_bytes())
+        && (lowered.contains("#1") || COUNTED.iter().any(|n| lowered.contains(n)))
 }
 
 fn check_v3(ctx: &Context<'_>, found: &mut Found) {

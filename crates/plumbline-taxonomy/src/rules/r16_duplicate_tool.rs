@@ -23,8 +23,9 @@ pub fn styleless(name: &str) -> String {
         .collect()
 }
 
-/// A description's words for comparison: lowercased (C8), letters and
-/// digits only, without the articles `a`, `an`, `the`.
+/// A description's words for comparison (2.13): its words (C10)
+/// lowercased (C8), letters and digits only, without the articles `a`,
+/// `an`, `the`.
 pub fn comparable_words(text: &str) -> Vec<String> {
     words(text)
         .map(|w| {
@@ -32,6 +33,20 @@ pub fn comparable_words(text: &str) -> Vec<String> {
                 .chars()
                 .filter(|c| c.is_alphanumeric())
                 .collect::<String>()
+        })
+        .filter(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"))
+        .collect()
+}
+
+/// The same words split at every character that is not a letter or digit
+/// instead (`plain-text` is `plain text`; taxonomy-v3 draft 2).
+pub fn split_comparable_words(text: &str) -> Vec<String> {
+    words(text)
+        .flat_map(|w| {
+            crate::text::lower(w)
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
         })
         .filter(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"))
         .collect()
@@ -49,6 +64,7 @@ fn is_subsequence(shorter: &[String], longer: &[String]) -> bool {
 /// Each needs at least [`MIN_WORDS`] comparable words.
 pub fn same_description(a: &str, b: &str) -> bool {
     same_words(&comparable_words(a), &comparable_words(b))
+        || same_words(&split_comparable_words(a), &split_comparable_words(b))
 }
 
 /// [`same_description`] on comparable words.
@@ -87,9 +103,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         .new
         .get("description")
         .and_then(Value::as_str)
-        .map(comparable_words);
+        .map(|d| (comparable_words(d), split_comparable_words(d)));
     for (i, tool) in ctx.inventory.tools().iter().enumerate() {
-        if tool.name == name {
+        // A sibling of the same name is the tool itself; a foreign tool of
+        // the same name is another server's, which this one now shadows.
+        if tool.name == name && !tool.foreign {
             continue;
         }
         let by = if !own_style.is_empty() && styleless(&tool.name) == own_style {
@@ -99,7 +117,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             tool.description.as_deref(),
             i < MAX_DESCRIPTION_COMPARISONS,
         ) {
-            if same_words(mine, &comparable_words(theirs)) {
+            if same_words(&mine.0, &comparable_words(theirs))
+                || same_words(&mine.1, &split_comparable_words(theirs))
+            {
                 "description"
             } else {
                 continue;

@@ -523,14 +523,14 @@ pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Refer
             continue;
         }
         let sibling = ctx.inventory.is_sibling(word) || ctx.inventory.is_sibling(last);
-        let code = shaped
+        let backticked = before == Some('`') && text[span.end..].starts_with('`');
+        let code = backticked
+            && (shaped || called(ctx, text, span.start))
             && word.starts_with(|c: char| c.is_ascii_lowercase())
-            && before == Some('`')
-            && text[span.end..].starts_with('`')
             && !sibling
             && !ctx.own_names().contains(word)
             && !ctx.own_names().contains(last);
-        let by = if sibling && (shaped || in_tool_context(text, &span)) {
+        let by = if sibling && (shaped || backticked || in_tool_context(text, &span)) {
             ReferenceBy::Inventory
         } else if code {
             ReferenceBy::Form
@@ -547,6 +547,21 @@ pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Refer
         });
     }
     out
+}
+
+/// taxonomy-v3 (2.12): whether the word before `at` (skipping one `to`)
+/// is a call word of the order construction (2.14): "call `setup`",
+/// "a call to `heartbeat`".
+fn called(ctx: &Context<'_>, text: &str, at: usize) -> bool {
+    let Some(lexicon) = ctx.lexicon() else {
+        return false;
+    };
+    let mut before = words_before(text, at);
+    let mut word = before.next();
+    if word.is_some_and(|w| w.eq_ignore_ascii_case("to")) {
+        word = before.next();
+    }
+    word.is_some_and(|w| lexicon.constructions().is_call_word(&crate::text::lower(w)))
 }
 
 /// The first ASCII-case-insensitive occurrence of `needle` (which starts
@@ -641,13 +656,13 @@ pub(crate) fn sentences(text: &str) -> Vec<Range<usize>> {
         };
         if end_here {
             let end = i + c.len_utf8();
-            if text[start..end].trim().len() > 1 {
+            if text[start..end].trim().chars().nth(1).is_some() {
                 out.push(start..end);
             }
             start = end;
         }
     }
-    if text[start..].trim().len() > 1 {
+    if text[start..].trim().chars().nth(1).is_some() {
         out.push(start..text.len());
     }
     out
