@@ -13,6 +13,7 @@ use std::ops::Range;
 
 use rustc_hash::FxHashMap;
 
+use crate::lexicon::word_key;
 use crate::text::lower;
 
 /// The constructions, each serving one rule.
@@ -74,7 +75,7 @@ impl Kind {
 
 /// The parsed constructions file: its slots (`override.verb`), and per
 /// single-word entry the slots that hold it, as bits.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Constructions {
     /// Slot names; slot `i` is bit `i`.
     slots: Vec<String>,
@@ -84,7 +85,22 @@ pub struct Constructions {
     /// Anchor entries of several words: slot bit and words.
     multi: Vec<(u64, Vec<String>)>,
     /// Per anchor entry (lowered), the construction it anchors.
-    anchors: FxHashMap<String, Kind>,
+    anchors: FxHashMap<String, Vec<Kind>>,
+    /// A bit per [`word_key`] of some entry word: most words of a
+    /// sentence are in no slot, and this rules them out without hashing.
+    keys: Box<[u64; 1024]>,
+}
+
+impl Default for Constructions {
+    fn default() -> Self {
+        Constructions {
+            slots: Vec::new(),
+            bits: FxHashMap::default(),
+            multi: Vec::new(),
+            anchors: FxHashMap::default(),
+            keys: Box::new([0; 1024]),
+        }
+    }
 }
 
 /// The bit of a word that begins an anchor entry of several words.
@@ -153,7 +169,10 @@ impl Constructions {
                 .and_then(|k| Kind::ALL.into_iter().find(|x| x.name() == k));
             for e in entries {
                 if let Some(kind) = kind {
-                    c.anchors.entry(e.clone()).or_insert(kind);
+                    let kinds = c.anchors.entry(e.clone()).or_default();
+                    if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
                 }
                 let words: Vec<String> = e.split(' ').map(str::to_owned).collect();
                 if words.len() == 1 {
@@ -163,6 +182,10 @@ impl Constructions {
                     c.multi.push((bit, words));
                 }
             }
+        }
+        for word in c.bits.keys() {
+            let key = word_key(word.as_bytes());
+            c.keys[key / 64] |= 1 << (key % 64);
         }
         c
     }
@@ -181,9 +204,12 @@ impl Constructions {
             .map_or(0, |i| 1 << i)
     }
 
-    /// The construction an anchor entry (lowered) belongs to.
-    pub fn anchor_kind(&self, lowered_entry: &str) -> Option<Kind> {
-        self.anchors.get(lowered_entry).copied()
+    /// Whether `lowered_entry` is an anchor entry of `kind` (an entry may
+    /// anchor several constructions: "ignored").
+    pub fn anchors(&self, lowered_entry: &str, kind: Kind) -> bool {
+        self.anchors
+            .get(lowered_entry)
+            .is_some_and(|kinds| kinds.contains(&kind))
     }
 
     /// Whether `word` (lowered) is a call word of the order construction.
@@ -198,7 +224,13 @@ impl Constructions {
         let words: Vec<&str> = plain_words(lowered).collect();
         let bits = words
             .iter()
-            .map(|w| self.bits.get(*w).copied().unwrap_or(0))
+            .map(|w| {
+                let key = word_key(w.as_bytes());
+                if self.keys[key / 64] & (1 << (key % 64)) == 0 {
+                    return 0;
+                }
+                self.bits.get(*w).copied().unwrap_or(0)
+            })
             .collect();
         Sentence { words, bits }
     }
@@ -250,24 +282,23 @@ impl Constructions {
         };
         match kind {
             Kind::Override => {
+                // The anchor is the verb (or a negated `apply`); the
+                // object needs a qualifier among the three words before it.
                 let qualifier = has("qualifier");
-                let (object, _) = at
-                    .iter()
-                    .copied()
-                    .find(|&(i, _)| (i.saturating_sub(3)..i).any(&qualifier))?;
-                let (negation, apply) = (has("negation"), has("apply"));
-                let verb = first("verb").map(str::to_owned).or_else(|| {
-                    (1..w.len())
-                        .find(|&i| negation(i - 1) && apply(i))
-                        .map(|i| format!("{} {}", w[i - 1], w[i]))
-                })?;
-                Some(format!("{verb} … {}", w[object]))
+                let object = has("object");
+                let at_object = (0..w.len())
+                    .find(|&i| object(i) && (i.saturating_sub(3)..i).any(&qualifier))?;
+                let (verb, n) = at[0];
+                Some(format!(
+                    "{} … {}",
+                    w[verb..verb + n].join(" "),
+                    w[at_object]
+                ))
             }
             Kind::Ask => {
-                let who = has("who");
-                let (ask, _) = at.iter().copied().find(|&(i, _)| i > 0 && who(i - 1))?;
                 let speech = first("speech")?;
-                Some(format!("{} {} … {speech}", w[ask - 1], w[ask]))
+                let (ask, n) = at[0];
+                Some(format!("{} … {speech}", w[ask..ask + n].join(" ")))
             }
             Kind::Order => {
                 let when = first("when")?;
@@ -329,10 +360,45 @@ impl Constructions {
 /// digits, `_` and apostrophes (`'`, `’`), without apostrophes at either
 /// end. A word with `’` inside matches no entry (the file writes `'`).
 pub fn plain_words(lowered: &str) -> impl Iterator<Item = &str> {
-    lowered
-        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '\u{2019}'))
-        .map(|w| w.trim_matches(['\'', '\u{2019}']))
-        .filter(|w| !w.is_empty())
+    let mut i = 0;
+    std::iter::from_fn(move || loop {
+        let len = lowered.len();
+        while i < len {
+            match plain_char_at(lowered, i) {
+                (true, _) => break,
+                (false, n) => i += n,
+            }
+        }
+        if i >= len {
+            return None;
+        }
+        let start = i;
+        while i < len {
+            match plain_char_at(lowered, i) {
+                (true, n) => i += n,
+                (false, _) => break,
+            }
+        }
+        let word = lowered[start..i].trim_matches(['\'', '\u{2019}']);
+        if !word.is_empty() {
+            return Some(word);
+        }
+    })
+}
+
+/// Whether the character at byte `i` of `text` belongs to a plain word
+/// (a letter, digit, `_` or apostrophe), and its length; ASCII is decided
+/// on the byte.
+fn plain_char_at(text: &str, i: usize) -> (bool, usize) {
+    let byte = text.as_bytes()[i];
+    if byte.is_ascii() {
+        return (
+            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'\'',
+            1,
+        );
+    }
+    let c = text[i..].chars().next().unwrap_or(' ');
+    (c.is_alphanumeric() || c == '\u{2019}', c.len_utf8())
 }
 
 /// The first sentence of `text` (v2 2.8) that holds `kind`, as a range of
@@ -349,6 +415,33 @@ pub fn first_sentence<'e>(
     present: impl IntoIterator<Item = &'e str>,
     inputs: &[String],
 ) -> Option<(Range<usize>, String)> {
+    holding(constructions, kind, text, lowered, present, inputs, true)
+        .into_iter()
+        .next()
+}
+
+/// Every sentence of `text` that holds `kind`, in text order, found as
+/// [`first_sentence`] finds the first.
+pub fn sentences_holding<'e>(
+    constructions: &Constructions,
+    kind: Kind,
+    text: &str,
+    lowered: &str,
+    present: impl IntoIterator<Item = &'e str>,
+    inputs: &[String],
+) -> Vec<(Range<usize>, String)> {
+    holding(constructions, kind, text, lowered, present, inputs, false)
+}
+
+fn holding<'e>(
+    constructions: &Constructions,
+    kind: Kind,
+    text: &str,
+    lowered: &str,
+    present: impl IntoIterator<Item = &'e str>,
+    inputs: &[String],
+    first_only: bool,
+) -> Vec<(Range<usize>, String)> {
     use crate::rules::references::sentence_around;
     let mut sentences: Vec<Range<usize>> = Vec::new();
     for anchor in present {
@@ -360,20 +453,25 @@ pub fn first_sentence<'e>(
     }
     sentences.sort_by_key(|s| s.start);
     sentences.dedup();
-    let (sentence, how) = sentences.into_iter().find_map(|s| {
+    let mut out = Vec::new();
+    for s in sentences {
         let words = constructions.sentence(&lowered[s.clone()]);
-        constructions
-            .holds(kind, &words, inputs)
-            .map(|how| (s, how))
-    })?;
-    // The same sentence of the original text: at the same code point.
-    let at = if text.len() == lowered.len() && text.is_ascii() {
-        sentence.start
-    } else {
-        let n = lowered[..sentence.start].chars().count();
-        text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
-    };
-    Some((sentence_around(text, &(at..at)), how))
+        let Some(how) = constructions.holds(kind, &words, inputs) else {
+            continue;
+        };
+        // The same sentence of the original text: at the same code point.
+        let at = if text.len() == lowered.len() && text.is_ascii() {
+            s.start
+        } else {
+            let n = lowered[..s.start].chars().count();
+            text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
+        };
+        out.push((sentence_around(text, &(at..at)), how));
+        if first_only {
+            break;
+        }
+    }
+    out
 }
 
 impl Constructions {
@@ -381,7 +479,7 @@ impl Constructions {
     pub fn anchors_of(&self, kind: Kind) -> impl Iterator<Item = &str> {
         self.anchors
             .iter()
-            .filter(move |(_, k)| **k == kind)
+            .filter(move |(_, kinds)| kinds.contains(&kind))
             .map(|(a, _)| a.as_str())
     }
 }
@@ -437,6 +535,28 @@ mod tests {
     }
 
     #[test]
+    fn plain_words_are_runs_of_letters_digits_underscores_and_apostrophes() {
+        let split = |t: &str| -> Vec<String> {
+            t.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '\u{2019}'))
+                .map(|w| w.trim_matches(['\'', '\u{2019}']))
+                .filter(|w| !w.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        for t in [
+            "",
+            "'",
+            "a",
+            "ünïcode_name déjà-vu",
+            "’quoted’ it's \u{2003}wide\u{2003}space",
+            "x.y/z@w #1 ... 'a' ''b'' c",
+            "日本語 テキスト, ok",
+        ] {
+            assert_eq!(plain_words(t).collect::<Vec<_>>(), split(t), "{t:?}");
+        }
+    }
+
+    #[test]
     fn plain_words_keep_apostrophes_inside_only() {
         assert_eq!(
             plain_words("don't call 'sync_state' — you’ve been_told.").collect::<Vec<_>>(),
@@ -445,20 +565,26 @@ mod tests {
     }
 
     #[test]
-    fn every_anchor_belongs_to_one_construction() {
+    fn every_anchor_anchors_the_constructions_that_list_it() {
         let c = Constructions::parse(CONSTRUCTIONS_V3);
         let (anchors, _) = anchor_lines(CONSTRUCTIONS_V3);
-        for a in &anchors {
-            assert!(c.anchor_kind(a).is_some(), "{a}");
-        }
         for kind in Kind::ALL {
             assert_ne!(c.bit(kind, "anchor"), 0, "{kind:?}");
         }
-        // Each anchor entry anchors exactly one construction.
-        let listed: usize = lines(CONSTRUCTIONS_V3)
-            .filter(|(slot, _)| slot.ends_with(".anchor"))
-            .map(|(_, entries)| entries.count())
-            .sum();
-        assert_eq!(listed, anchors.len());
+        for (slot, entries) in lines(CONSTRUCTIONS_V3) {
+            let Some(kind) = slot
+                .strip_suffix(".anchor")
+                .and_then(|k| Kind::ALL.into_iter().find(|x| x.name() == k))
+            else {
+                continue;
+            };
+            for e in entries {
+                assert!(anchors.contains(&e), "{e}");
+                assert!(c.anchors(&e, kind), "{e} {kind:?}");
+            }
+        }
+        // "ignored" anchors both the override and the ignored construction.
+        assert!(c.anchors("ignored", Kind::Override) && c.anchors("ignored", Kind::Ignored));
+        assert!(!c.anchors("ignored", Kind::Code));
     }
 }

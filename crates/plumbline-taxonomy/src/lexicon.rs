@@ -220,7 +220,7 @@ fn packed(word: &[u8]) -> Option<u64> {
 }
 
 /// A 16-bit key of a word from its length and first and last bytes.
-fn word_key(word: &[u8]) -> usize {
+pub(crate) fn word_key(word: &[u8]) -> usize {
     let (first, last) = (word[0] as usize, word[word.len() - 1] as usize);
     (first ^ (last << 5) ^ (word.len().min(31) << 11)) & 0xFFFF
 }

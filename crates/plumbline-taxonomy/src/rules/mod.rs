@@ -388,7 +388,7 @@ pub(crate) fn newly_present_constructions(
                 .iter()
                 .filter(|h| h.category == Category::Anchor)
                 .map(|h| lexicon.lowered(h.category, h.index))
-                .filter(|a| constructions.anchor_kind(a) == Some(kind))
+                .filter(|a| constructions.anchors(a, kind))
                 .collect();
             if present.is_empty() {
                 continue;

@@ -3,9 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use super::references::{by_sentence, shown_sentence, sibling_and_code_names, Reference};
+use super::references::{
+    by_sentence, shown_sentence, sibling_and_code_names, sibling_and_code_names_in, Reference,
+};
 use super::{Context, Found, StringChange};
-use crate::constructions::{first_sentence, Kind};
+use std::ops::Range;
+
+use crate::constructions::{sentences_holding, Kind};
 use crate::evidence::{Detail, Evidence};
 use crate::lexicon::{Category, Lexicon};
 use crate::severity::RuleId;
@@ -57,13 +61,58 @@ fn orders(
         let Some(how) = constructions.holds(Kind::Order, &words, ctx.input_names()) else {
             continue;
         };
-        let local = |r: &Reference| r.span.start - sentence.start..r.span.end - sentence.start;
-        for r in inside {
-            if let Some(call) = constructions.call_near(&text[sentence.clone()], local(r)) {
-                out.entry(r.name.clone())
-                    .or_insert_with(|| (format!("{how} + {call}"), shown.clone()));
-            }
+        called_tools(lexicon, text, &sentence, &inside, &how, &shown, &mut out);
+    }
+    out
+}
+
+/// The tools of `inside` (named in `sentence`, which holds the order
+/// construction as `how` says) with a call word next to their name.
+fn called_tools(
+    lexicon: &Lexicon,
+    text: &str,
+    sentence: &Range<usize>,
+    inside: &[&Reference],
+    how: &str,
+    shown: &str,
+    out: &mut BTreeMap<String, (String, String)>,
+) {
+    let local = |r: &Reference| r.span.start - sentence.start..r.span.end - sentence.start;
+    for r in inside {
+        let near = lexicon
+            .constructions()
+            .call_near(&text[sentence.clone()], local(r));
+        if let Some(call) = near {
+            out.entry(r.name.clone())
+                .or_insert_with(|| (format!("{how} + {call}"), shown.to_owned()));
         }
+    }
+}
+
+/// [`orders`] of a field that holds no sequencing phrase: only the order
+/// construction can order a call, so only the sentences holding it
+/// (`holding`) are searched for tool names.
+fn construction_orders(
+    ctx: &Context<'_>,
+    lexicon: &Lexicon,
+    text: &str,
+    refs: &[Reference],
+    holding: &[(Range<usize>, String)],
+) -> BTreeMap<String, (String, String)> {
+    let mut out = BTreeMap::new();
+    for (sentence, how) in holding {
+        let own = sibling_and_code_names_in(ctx, text, sentence.clone());
+        let mut inside: Vec<&Reference> = refs
+            .iter()
+            .filter(|r| sentence.contains(&r.span.start))
+            .chain(&own)
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        inside.sort_by_key(|r| r.span.start);
+        let shown = shown_sentence(text, sentence);
+        called_tools(lexicon, text, sentence, &inside, how, &shown, &mut out);
     }
     out
 }
@@ -82,24 +131,29 @@ fn field(ctx: &Context<'_>, lexicon: &Lexicon, f: &StringChange<'_>, found: &mut
         .iter()
         .filter(|h| h.category == Category::Anchor)
         .map(|h| lexicon.lowered(h.category, h.index))
-        .filter(|a| constructions.anchor_kind(a) == Some(Kind::Order))
+        .filter(|a| constructions.anchors(a, Kind::Order))
         .collect();
-    // The construction needs an anchor and an order word in one sentence:
-    // looked at around the anchors before any tool name is looked for.
-    let by_construction = !anchors.is_empty()
-        && first_sentence(
+    let new = if phrase {
+        orders(ctx, lexicon, f.new, f.new_refs(ctx), !anchors.is_empty())
+    } else {
+        // Without a phrase only the construction can order a call: tool
+        // names are looked for only in the sentences that hold it.
+        if anchors.is_empty() {
+            return;
+        }
+        let holding = sentences_holding(
             constructions,
             Kind::Order,
             f.new,
             &scan.lowered,
             anchors,
             ctx.input_names(),
-        )
-        .is_some();
-    if !phrase && !by_construction {
-        return;
-    }
-    let new = orders(ctx, lexicon, f.new, f.new_refs(ctx), by_construction);
+        );
+        if holding.is_empty() {
+            return;
+        }
+        construction_orders(ctx, lexicon, f.new, f.new_refs(ctx), &holding)
+    };
     if new.is_empty() {
         return;
     }

@@ -509,13 +509,25 @@ pub(crate) fn references(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
 /// an R03 match are skipped as in 2.7 item 7. Foreign names and form
 /// references are [`references`]'.
 pub(crate) fn sibling_and_code_names(ctx: &Context<'_>, text: &str) -> Vec<Reference> {
+    sibling_and_code_names_in(ctx, text, 0..text.len())
+}
+
+/// [`sibling_and_code_names`] of the words within `within` (a sentence:
+/// no word crosses its ends), each read in the whole `text`.
+pub(crate) fn sibling_and_code_names_in(
+    ctx: &Context<'_>,
+    text: &str,
+    within: Range<usize>,
+) -> Vec<Reference> {
     let mut out = Vec::new();
     // Without siblings only a name written as code can be one.
-    if !ctx.inventory.has_siblings() && !text.contains('`') {
+    if !ctx.inventory.has_siblings() && !text[within.clone()].contains('`') {
         return out;
     }
     let mut excluded: Option<Vec<Range<usize>>> = None;
-    for (span, shaped) in words_shaped(text) {
+    let offset = within.start;
+    for (span, shaped) in words_shaped(&text[within]) {
+        let span = span.start + offset..span.end + offset;
         let word = &text[span.clone()];
         let last = last_part(word);
         let before = text[..span.start].chars().next_back();
@@ -628,16 +640,33 @@ pub(crate) fn by_sentence<'r>(
 /// around it: the same range [`sentences`] would give, at a cost that
 /// follows the sentence, not the text.
 pub(crate) fn sentence_around(text: &str, span: &Range<usize>) -> Range<usize> {
-    let start = text[..span.start]
-        .char_indices()
-        .rev()
-        .find(|&(i, c)| ends_sentence(text, i, c))
-        .map_or(0, |(i, c)| i + c.len_utf8());
-    let end = text[span.start..]
-        .char_indices()
-        .map(|(i, c)| (span.start + i, c))
-        .find(|&(i, c)| i + c.len_utf8() >= span.end && ends_sentence(text, i, c))
-        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    // Every character that can end a sentence is ASCII, so its byte is
+    // never part of another character: the bytes are searched directly.
+    // A line break always ends one; `.`, `!`, `?` only before white space.
+    let b = text.as_bytes();
+    let ends_at = |i: usize| ends_sentence(text, i, char::from(b[i]));
+    let line = memchr::memrchr2(b'\n', b'\r', &b[..span.start]);
+    let floor = line.map_or(0, |l| l + 1);
+    let mut hi = span.start;
+    let start = loop {
+        match memchr::memrchr3(b'.', b'!', b'?', &b[floor..hi]).map(|i| floor + i) {
+            Some(i) if ends_at(i) => break i + 1,
+            Some(i) => hi = i,
+            None => break floor,
+        }
+    };
+    // The sentence ends at the first end at or after the span's last byte.
+    let from = span.start.max(span.end.saturating_sub(1));
+    let line = memchr::memchr2(b'\n', b'\r', &b[from..]).map(|i| from + i);
+    let limit = line.unwrap_or(b.len());
+    let mut lo = from;
+    let end = loop {
+        match memchr::memchr3(b'.', b'!', b'?', &b[lo..limit]).map(|i| lo + i) {
+            Some(i) if ends_at(i) => break i + 1,
+            Some(i) => lo = i + 1,
+            None => break line.map_or(b.len(), |l| l + 1),
+        }
+    };
     start..end
 }
 
@@ -755,6 +784,50 @@ mod tests {
             let got = sentence_around(t, &span);
             assert_eq!(&t[got.clone()], want);
             assert!(sentences(t).contains(&got), "{needle}");
+        }
+    }
+
+    /// The byte search of [`sentence_around`] against the definition read
+    /// character by character (2.8), on generated texts and every span.
+    #[test]
+    fn sentence_around_agrees_with_a_character_scan() {
+        fn by_chars(text: &str, span: &Range<usize>) -> Range<usize> {
+            let start = text[..span.start]
+                .char_indices()
+                .rev()
+                .find(|&(i, c)| ends_sentence(text, i, c))
+                .map_or(0, |(i, c)| i + c.len_utf8());
+            let end = text[span.start..]
+                .char_indices()
+                .map(|(i, c)| (span.start + i, c))
+                .find(|&(i, c)| i + c.len_utf8() >= span.end && ends_sentence(text, i, c))
+                .map_or(text.len(), |(i, c)| i + c.len_utf8());
+            start..end
+        }
+        let pieces = [
+            "a", "é", ".", "!", "?", " ", "\n", "\r", "e.g", "ß", "\u{2003}", "x_y",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..3_000 {
+            let mut text = String::new();
+            for _ in 0..(seed % 14) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push_str(pieces[(seed % pieces.len() as u64) as usize]);
+            }
+            let bounds: Vec<usize> = (0..=text.len())
+                .filter(|&i| text.is_char_boundary(i))
+                .collect();
+            for (k, &a) in bounds.iter().enumerate() {
+                for &b in &bounds[k..] {
+                    assert_eq!(
+                        sentence_around(&text, &(a..b)),
+                        by_chars(&text, &(a..b)),
+                        "{text:?} {a}..{b}"
+                    );
+                }
+            }
         }
     }
 
