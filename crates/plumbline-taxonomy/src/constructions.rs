@@ -433,6 +433,93 @@ pub fn sentences_holding<'e>(
     holding(constructions, kind, text, lowered, present, inputs, false)
 }
 
+/// The sentences of `text` (v2 2.8) around each word-bounded occurrence
+/// of the `present` phrases in `lowered` (`text` lowered per C8), in text
+/// order, each once.
+pub fn sentences_around<'e>(
+    text: &str,
+    lowered: &str,
+    present: impl IntoIterator<Item = &'e str>,
+) -> Vec<Range<usize>> {
+    let original = Original::of(text, lowered);
+    let mut out: Vec<Range<usize>> = lowered_sentences_around(lowered, present)
+        .into_iter()
+        .map(|s| original.sentence(&s))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The sentences of `lowered` around each word-bounded occurrence of the
+/// `present` phrases, in text order, each once.
+fn lowered_sentences_around<'e>(
+    lowered: &str,
+    present: impl IntoIterator<Item = &'e str>,
+) -> Vec<Range<usize>> {
+    use crate::rules::references::sentence_around;
+    let mut sentences: Vec<Range<usize>> = Vec::new();
+    for phrase in present {
+        for at in memchr::memmem::find_iter(lowered.as_bytes(), phrase.as_bytes()) {
+            if crate::lexicon::bounded(lowered, at, at + phrase.len()) {
+                sentences.push(sentence_around(lowered, &(at..at + phrase.len())));
+            }
+        }
+    }
+    sentences.sort_by_key(|s| s.start);
+    sentences.dedup();
+    sentences
+}
+
+/// A text and its C8 lowering (one code point for one), to find in the
+/// text the sentence that starts at the same code point as a sentence of
+/// the lowering.
+struct Original<'t> {
+    text: &'t str,
+    lowered: &'t str,
+    /// Where the text's code points start, by the byte where the
+    /// lowering's start; `None` when every code point keeps its length
+    /// (always for ASCII), so that the offsets are the same. Found on
+    /// first use: most texts have no sentence to map.
+    starts: std::cell::OnceCell<Option<(Vec<usize>, Vec<usize>)>>,
+}
+
+impl<'t> Original<'t> {
+    fn of(text: &'t str, lowered: &'t str) -> Original<'t> {
+        Original {
+            text,
+            lowered,
+            starts: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The sentence of the text that is the sentence `s` of the lowering.
+    fn sentence(&self, s: &Range<usize>) -> Range<usize> {
+        let starts = self.starts.get_or_init(|| {
+            let (text, lowered) = (self.text, self.lowered);
+            let same = text.len() == lowered.len()
+                && (text.is_ascii()
+                    || text
+                        .chars()
+                        .zip(lowered.chars())
+                        .all(|(a, b)| a.len_utf8() == b.len_utf8()));
+            (!same).then(|| {
+                (
+                    lowered.char_indices().map(|(i, _)| i).collect(),
+                    text.char_indices().map(|(i, _)| i).collect(),
+                )
+            })
+        });
+        let at = match starts {
+            None => s.start,
+            Some((lowered, text)) => match lowered.binary_search(&s.start) {
+                Ok(n) => text.get(n).copied().unwrap_or(self.text.len()),
+                Err(_) => self.text.len(),
+            },
+        };
+        crate::rules::references::sentence_around(self.text, &(at..at))
+    }
+}
+
 fn holding<'e>(
     constructions: &Constructions,
     kind: Kind,
@@ -442,31 +529,15 @@ fn holding<'e>(
     inputs: &[String],
     first_only: bool,
 ) -> Vec<(Range<usize>, String)> {
-    use crate::rules::references::sentence_around;
-    let mut sentences: Vec<Range<usize>> = Vec::new();
-    for anchor in present {
-        for at in memchr::memmem::find_iter(lowered.as_bytes(), anchor.as_bytes()) {
-            if crate::lexicon::bounded(lowered, at, at + anchor.len()) {
-                sentences.push(sentence_around(lowered, &(at..at + anchor.len())));
-            }
-        }
-    }
-    sentences.sort_by_key(|s| s.start);
-    sentences.dedup();
+    let sentences = lowered_sentences_around(lowered, present);
+    let original = Original::of(text, lowered);
     let mut out = Vec::new();
     for s in sentences {
         let words = constructions.sentence(&lowered[s.clone()]);
         let Some(how) = constructions.holds(kind, &words, inputs) else {
             continue;
         };
-        // The same sentence of the original text: at the same code point.
-        let at = if text.len() == lowered.len() && text.is_ascii() {
-            s.start
-        } else {
-            let n = lowered[..s.start].chars().count();
-            text.char_indices().nth(n).map_or(text.len(), |(i, _)| i)
-        };
-        out.push((sentence_around(text, &(at..at)), how));
+        out.push((original.sentence(&s), how));
         if first_only {
             break;
         }

@@ -59,7 +59,7 @@ fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
     for whole in SERVER_TOOL.find_iter(s) {
         // Group 1, the left segment, is everything before the slash:
         // neither segment can hold one.
-        let left = whole.as_str().split('/').next().unwrap_or_default();
+        let left = s[whole.clone()].split('/').next().unwrap_or_default();
         if EXCLUDED_LEFT.contains(&lower(left).as_str()) {
             continue;
         }
@@ -76,7 +76,7 @@ fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
             });
             hits
         });
-        let r = whole.range();
+        let r = whole.clone();
         if spans
             .iter()
             .any(|h| h.span.start <= r.start && r.end <= h.span.end)
@@ -84,8 +84,8 @@ fn elements(s: &str, scan: &Scan) -> Vec<(Element, String)> {
             continue;
         }
         out.push((
-            Element::Token(whole.as_str().to_owned()),
-            whole.as_str().to_owned(),
+            Element::Token(s[whole.clone()].to_owned()),
+            s[whole.clone()].to_owned(),
         ));
     }
     out

@@ -9,7 +9,7 @@ use super::references::{
 use super::{Context, Found, StringChange};
 use std::ops::Range;
 
-use crate::constructions::{sentences_holding, Kind};
+use crate::constructions::{sentences_around, sentences_holding, Kind};
 use crate::evidence::{Detail, Evidence};
 use crate::lexicon::{Category, Lexicon};
 use crate::severity::RuleId;
@@ -92,15 +92,16 @@ fn called_tools(
 /// [`orders`] of a field that holds no sequencing phrase: only the order
 /// construction can order a call, so only the sentences holding it
 /// (`holding`) are searched for tool names.
-fn construction_orders(
+fn orders_in(
     ctx: &Context<'_>,
     lexicon: &Lexicon,
     text: &str,
     refs: &[Reference],
-    holding: &[(Range<usize>, String)],
+    candidates: &[Range<usize>],
+    by_construction: bool,
 ) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
-    for (sentence, how) in holding {
+    for sentence in candidates {
         let own = sibling_and_code_names_in(ctx, text, sentence.clone());
         let mut inside: Vec<&Reference> = refs
             .iter()
@@ -112,7 +113,22 @@ fn construction_orders(
         }
         inside.sort_by_key(|r| r.span.start);
         let shown = shown_sentence(text, sentence);
-        called_tools(lexicon, text, sentence, &inside, how, &shown, &mut out);
+        let lowered = lower(&text[sentence.clone()]);
+        if let Some(phrase) = sequencing_phrase(lexicon, &lowered) {
+            for r in inside {
+                out.entry(r.name.clone())
+                    .or_insert_with(|| (phrase.to_owned(), shown.clone()));
+            }
+            continue;
+        }
+        if !by_construction {
+            continue;
+        }
+        let constructions = lexicon.constructions();
+        let words = constructions.sentence(&lowered);
+        if let Some(how) = constructions.holds(Kind::Order, &words, ctx.input_names()) {
+            called_tools(lexicon, text, sentence, &inside, &how, &shown, &mut out);
+        }
     }
     out
 }
@@ -133,14 +149,20 @@ fn field(ctx: &Context<'_>, lexicon: &Lexicon, f: &StringChange<'_>, found: &mut
         .map(|h| lexicon.lowered(h.category, h.index))
         .filter(|a| constructions.anchors(a, Kind::Order))
         .collect();
-    let new = if phrase {
-        orders(ctx, lexicon, f.new, f.new_refs(ctx), !anchors.is_empty())
-    } else {
-        // Without a phrase only the construction can order a call: tool
-        // names are looked for only in the sentences that hold it.
-        if anchors.is_empty() {
-            return;
-        }
+    // Only a sentence that holds a sequencing phrase or the order
+    // construction can order a call: tool names are looked for in those
+    // sentences only, in text order (the first per tool wins).
+    let mut candidates: Vec<Range<usize>> = Vec::new();
+    if phrase {
+        let present = scan
+            .lexicon
+            .iter()
+            .filter(|h| h.category == Category::Sequencing)
+            .map(|h| lexicon.lowered(h.category, h.index));
+        candidates.extend(sentences_around(f.new, &scan.lowered, present));
+    }
+    let by_construction = !anchors.is_empty();
+    if by_construction {
         let holding = sentences_holding(
             constructions,
             Kind::Order,
@@ -149,11 +171,21 @@ fn field(ctx: &Context<'_>, lexicon: &Lexicon, f: &StringChange<'_>, found: &mut
             anchors,
             ctx.input_names(),
         );
-        if holding.is_empty() {
-            return;
-        }
-        construction_orders(ctx, lexicon, f.new, f.new_refs(ctx), &holding)
-    };
+        candidates.extend(holding.into_iter().map(|(s, _)| s));
+    }
+    if candidates.is_empty() {
+        return;
+    }
+    candidates.sort_by_key(|s| s.start);
+    candidates.dedup();
+    let new = orders_in(
+        ctx,
+        lexicon,
+        f.new,
+        f.new_refs(ctx),
+        &candidates,
+        by_construction,
+    );
     if new.is_empty() {
         return;
     }
