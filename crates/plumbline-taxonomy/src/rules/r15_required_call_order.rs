@@ -42,28 +42,49 @@ fn orders(
     let mut named: Vec<&Reference> = refs.iter().chain(&own).collect();
     named.sort_by_key(|r| r.span.start);
     for (sentence, inside) in by_sentence(text, named) {
-        let shown = shown_sentence(text, &sentence);
-        if let Some(phrase) = sequencing_phrase(lexicon, &lower(&text[sentence.clone()])) {
-            for r in inside {
-                out.entry(r.name.clone())
-                    .or_insert_with(|| (phrase.to_owned(), shown.clone()));
-            }
-            continue;
-        }
-        if !by_construction {
-            continue;
-        }
-        // The order construction (2.14), with a call word next to the
-        // tool's name.
-        let lowered = lower(&text[sentence.clone()]);
-        let constructions = lexicon.constructions();
-        let words = constructions.sentence(&lowered);
-        let Some(how) = constructions.holds(Kind::Order, &words, ctx.input_names()) else {
-            continue;
-        };
-        called_tools(lexicon, text, &sentence, &inside, &how, &shown, &mut out);
+        sentence_orders(
+            ctx,
+            lexicon,
+            text,
+            &sentence,
+            &inside,
+            by_construction,
+            &mut out,
+        );
     }
     out
+}
+
+/// What one sentence orders of the tools it names (`inside`, in text
+/// order): all of them with its first sequencing phrase, else (with
+/// `by_construction`) those the order construction (2.14) calls by a
+/// word next to their name. A tool already in `out` keeps its entry.
+fn sentence_orders(
+    ctx: &Context<'_>,
+    lexicon: &Lexicon,
+    text: &str,
+    sentence: &Range<usize>,
+    inside: &[&Reference],
+    by_construction: bool,
+    out: &mut BTreeMap<String, (String, String)>,
+) {
+    let shown = shown_sentence(text, sentence);
+    let lowered = lower(&text[sentence.clone()]);
+    if let Some(phrase) = sequencing_phrase(lexicon, &lowered) {
+        for r in inside {
+            out.entry(r.name.clone())
+                .or_insert_with(|| (phrase.to_owned(), shown.clone()));
+        }
+        return;
+    }
+    if !by_construction {
+        return;
+    }
+    let constructions = lexicon.constructions();
+    let words = constructions.sentence(&lowered);
+    if let Some(how) = constructions.holds(Kind::Order, &words, ctx.input_names()) {
+        called_tools(lexicon, text, sentence, inside, &how, &shown, out);
+    }
 }
 
 /// The tools of `inside` (named in `sentence`, which holds the order
@@ -112,23 +133,15 @@ fn orders_in(
             continue;
         }
         inside.sort_by_key(|r| r.span.start);
-        let shown = shown_sentence(text, sentence);
-        let lowered = lower(&text[sentence.clone()]);
-        if let Some(phrase) = sequencing_phrase(lexicon, &lowered) {
-            for r in inside {
-                out.entry(r.name.clone())
-                    .or_insert_with(|| (phrase.to_owned(), shown.clone()));
-            }
-            continue;
-        }
-        if !by_construction {
-            continue;
-        }
-        let constructions = lexicon.constructions();
-        let words = constructions.sentence(&lowered);
-        if let Some(how) = constructions.holds(Kind::Order, &words, ctx.input_names()) {
-            called_tools(lexicon, text, sentence, &inside, &how, &shown, &mut out);
-        }
+        sentence_orders(
+            ctx,
+            lexicon,
+            text,
+            sentence,
+            &inside,
+            by_construction,
+            &mut out,
+        );
     }
     out
 }
