@@ -1,10 +1,16 @@
 //! The store's errors. Each names the store file and, where one is
 //! involved, the server, so a message read in a log says where to look.
 //!
-//! Sources are boxed: `rusqlite::Error` is large, and every `Result` of the
-//! store would otherwise carry its size.
+//! A database's own error is kept as a [`BackendError`]: boxed, because a
+//! driver's errors are large and every `Result` of the store would
+//! otherwise carry their size, and opaque, so that no caller depends on
+//! which database is behind the store (the chain of `source()` still reads
+//! the driver's message).
 
 use std::path::PathBuf;
+
+/// The error of the database behind the store, as its driver gave it.
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Everything that can go wrong in the store.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +26,7 @@ pub enum StoreError {
     Open {
         path: PathBuf,
         #[source]
-        source: Box<rusqlite::Error>,
+        source: BackendError,
     },
 
     #[error(
@@ -38,7 +44,7 @@ pub enum StoreError {
         path: PathBuf,
         version: i64,
         #[source]
-        source: Box<rusqlite::Error>,
+        source: BackendError,
     },
 
     #[error("no default store path: neither PLUMBLINE_STORE, XDG_DATA_HOME nor HOME is set")]
@@ -63,7 +69,7 @@ pub enum StoreError {
         server: String,
         what: &'static str,
         #[source]
-        source: Box<rusqlite::Error>,
+        source: BackendError,
     },
 
     #[error("cannot write {what} to the store {path}")]
@@ -71,7 +77,7 @@ pub enum StoreError {
         path: PathBuf,
         what: &'static str,
         #[source]
-        source: Box<rusqlite::Error>,
+        source: BackendError,
     },
 
     #[error("cannot read {what} from the store {path}")]
@@ -79,7 +85,7 @@ pub enum StoreError {
         path: PathBuf,
         what: String,
         #[source]
-        source: Box<rusqlite::Error>,
+        source: BackendError,
     },
 
     #[error("cannot record a review of tool {tool:?} at observation {observation}: {reason}")]

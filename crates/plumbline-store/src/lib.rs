@@ -92,7 +92,7 @@ pub mod time;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-pub use error::StoreError;
+pub use error::{BackendError, StoreError};
 pub use model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
     NewReview, Normalized, NormalizedTool, NormalizedValue, Observation, ObservationId,

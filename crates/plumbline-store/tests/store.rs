@@ -406,6 +406,10 @@ fn file_that_is_not_a_store_is_an_error_naming_it() {
     let err = SqliteStore::open(&path).expect_err("not a database");
     assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("notes.txt"));
+    // The database's own error is opaque to callers (no driver type in
+    // StoreError) but still read in the chain of sources.
+    let cause = std::error::Error::source(&err).expect("the driver's error");
+    assert!(cause.to_string().contains("not a database"), "{cause}");
 }
 
 #[test]
