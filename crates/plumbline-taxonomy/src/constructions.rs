@@ -401,36 +401,29 @@ fn plain_char_at(text: &str, i: usize) -> (bool, usize) {
     (c.is_alphanumeric() || c == '\u{2019}', c.len_utf8())
 }
 
-/// The first sentence of `text` (v2 2.8) that holds `kind`, as a range of
-/// `text`, with the words that make it. `lowered` is `text` lowered per
-/// C8 (one code point for one). `present` are the anchor entries of
+/// The sentences of `text` (v2 2.8) that hold `kind`, in text order, each
+/// as a range of `text` with the words that make it, read lazily: a
+/// caller that needs the first stops there. `lowered` is `text` lowered
+/// per C8 (one code point for one). `present` are the anchor entries of
 /// `kind` that `lowered` may hold (all of them when not known): only the
 /// sentences around their word-bounded occurrences can hold the
 /// construction, since it needs an anchor, so only those are read.
-pub fn first_sentence<'e>(
-    constructions: &Constructions,
+pub fn holding<'a, 'e>(
+    constructions: &'a Constructions,
     kind: Kind,
-    text: &str,
-    lowered: &str,
+    text: &'a str,
+    lowered: &'a str,
     present: impl IntoIterator<Item = &'e str>,
-    inputs: &[String],
-) -> Option<(Range<usize>, String)> {
-    holding(constructions, kind, text, lowered, present, inputs, true)
+    inputs: &'a [String],
+) -> impl Iterator<Item = (Range<usize>, String)> + 'a {
+    let original = Original::of(text, lowered);
+    lowered_sentences_around(lowered, present)
         .into_iter()
-        .next()
-}
-
-/// Every sentence of `text` that holds `kind`, in text order, found as
-/// [`first_sentence`] finds the first.
-pub fn sentences_holding<'e>(
-    constructions: &Constructions,
-    kind: Kind,
-    text: &str,
-    lowered: &str,
-    present: impl IntoIterator<Item = &'e str>,
-    inputs: &[String],
-) -> Vec<(Range<usize>, String)> {
-    holding(constructions, kind, text, lowered, present, inputs, false)
+        .filter_map(move |s| {
+            let words = constructions.sentence(&lowered[s.clone()]);
+            let how = constructions.holds(kind, &words, inputs)?;
+            Some((original.sentence(&s), how))
+        })
 }
 
 /// The sentences of `text` (v2 2.8) around each word-bounded occurrence
@@ -518,31 +511,6 @@ impl<'t> Original<'t> {
         };
         crate::rules::references::sentence_around(self.text, &(at..at))
     }
-}
-
-fn holding<'e>(
-    constructions: &Constructions,
-    kind: Kind,
-    text: &str,
-    lowered: &str,
-    present: impl IntoIterator<Item = &'e str>,
-    inputs: &[String],
-    first_only: bool,
-) -> Vec<(Range<usize>, String)> {
-    let sentences = lowered_sentences_around(lowered, present);
-    let original = Original::of(text, lowered);
-    let mut out = Vec::new();
-    for s in sentences {
-        let words = constructions.sentence(&lowered[s.clone()]);
-        let Some(how) = constructions.holds(kind, &words, inputs) else {
-            continue;
-        };
-        out.push((original.sentence(&s), how));
-        if first_only {
-            break;
-        }
-    }
-    out
 }
 
 impl Constructions {

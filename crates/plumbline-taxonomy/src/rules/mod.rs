@@ -364,17 +364,31 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
     found
 }
 
+/// taxonomy-v3's phrase-and-construction rules (R02, R14, R17, R18):
+/// [`newly_present_phrases`] of `category`, then the constructions
+/// `kinds` newly present (2.14).
+pub(crate) fn newly_present(
+    ctx: &Context<'_>,
+    category: Category,
+    kinds: &[crate::constructions::Kind],
+    rule: RuleId,
+) -> Found {
+    let mut found = newly_present_phrases(ctx, category, rule);
+    found.extend(newly_present_constructions(ctx, kinds, rule));
+    found
+}
+
 /// taxonomy-v3's per-field construction rule (2.14): `rule` fires once
 /// for each construction of `kinds` that some sentence of a changed
 /// human-readable field's new value holds and no sentence of its old
 /// value does. Only a field whose new value holds one of the
 /// construction's anchor entries is read.
-pub(crate) fn newly_present_constructions(
+fn newly_present_constructions(
     ctx: &Context<'_>,
     kinds: &[crate::constructions::Kind],
     rule: RuleId,
 ) -> Found {
-    use crate::constructions::first_sentence;
+    use crate::constructions::holding;
     let mut found = Vec::new();
     let Some(lexicon) = ctx.lexicon() else {
         return found;
@@ -395,13 +409,16 @@ pub(crate) fn newly_present_constructions(
             }
             let inputs = ctx.input_names();
             let Some((sentence, how)) =
-                first_sentence(constructions, kind, f.new, &scan.lowered, present, inputs)
+                holding(constructions, kind, f.new, &scan.lowered, present, inputs).next()
             else {
                 continue;
             };
             let old = f.old_lowered();
             let anchors = constructions.anchors_of(kind);
-            if first_sentence(constructions, kind, f.old, old, anchors, inputs).is_some() {
+            if holding(constructions, kind, f.old, old, anchors, inputs)
+                .next()
+                .is_some()
+            {
                 continue;
             }
             found.push(Evidence {

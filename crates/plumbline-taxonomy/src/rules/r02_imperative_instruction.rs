@@ -11,13 +11,12 @@ pub const DOC: &str = include_str!("r02_imperative_instruction.md");
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let Some(phrases) = ctx.v1_phrases() else {
         // taxonomy-v2: imperatives-v2.txt, bounded by words.
-        let mut found = super::newly_present_phrases(ctx, Category::Imperative, RuleId::R02);
-        found.extend(super::newly_present_constructions(
+        return super::newly_present(
             ctx,
+            Category::Imperative,
             &[crate::constructions::Kind::Override],
             RuleId::R02,
-        ));
-        return found;
+        );
     };
     let mut found = Vec::new();
     if phrases.is_empty() {

@@ -9,7 +9,7 @@ use super::references::{
 use super::{Context, Found, StringChange};
 use std::ops::Range;
 
-use crate::constructions::{sentences_around, sentences_holding, Kind};
+use crate::constructions::{holding, sentences_around, Kind};
 use crate::evidence::{Detail, Evidence};
 use crate::lexicon::{Category, Lexicon};
 use crate::severity::RuleId;
@@ -176,15 +176,16 @@ fn field(ctx: &Context<'_>, lexicon: &Lexicon, f: &StringChange<'_>, found: &mut
     }
     let by_construction = !anchors.is_empty();
     if by_construction {
-        let holding = sentences_holding(
+        let inputs = ctx.input_names();
+        let order = holding(
             constructions,
             Kind::Order,
             f.new,
             &scan.lowered,
             anchors,
-            ctx.input_names(),
+            inputs,
         );
-        candidates.extend(holding.into_iter().map(|(s, _)| s));
+        candidates.extend(order.map(|(s, _)| s));
     }
     if candidates.is_empty() {
         return;

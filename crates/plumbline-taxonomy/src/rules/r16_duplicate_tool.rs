@@ -27,29 +27,28 @@ pub fn styleless(name: &str) -> String {
 /// lowercased (C8), letters and digits only, without the articles `a`,
 /// `an`, `the`.
 pub fn comparable_words(text: &str) -> Vec<String> {
-    words(text)
-        .map(|w| {
-            crate::text::lower(w)
-                .chars()
-                .filter(|c| c.is_alphanumeric())
-                .collect::<String>()
-        })
-        .filter(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"))
-        .collect()
+    comparable(text, false)
 }
 
 /// The same words split at every character that is not a letter or digit
 /// instead (`plain-text` is `plain text`; taxonomy-v3 draft 2).
 pub fn split_comparable_words(text: &str) -> Vec<String> {
-    words(text)
-        .flat_map(|w| {
-            crate::text::lower(w)
-                .split(|c: char| !c.is_alphanumeric())
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .filter(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"))
-        .collect()
+    comparable(text, true)
+}
+
+fn comparable(text: &str, split: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for w in words(text) {
+        let lowered = crate::text::lower(w);
+        let pieces = lowered.split(|c: char| !c.is_alphanumeric());
+        if split {
+            out.extend(pieces.map(str::to_owned));
+        } else {
+            out.push(pieces.collect());
+        }
+    }
+    out.retain(|w| !w.is_empty() && !matches!(w.as_str(), "a" | "an" | "the"));
+    out
 }
 
 /// Whether `shorter` occurs in `longer` in order, gaps allowed.

@@ -1,7 +1,7 @@
 //! R17 — HIGH — Authority claim or silent redirection (taxonomy-v3 4.17).
 #![doc = include_str!("r17_authority_or_redirection.md")]
 
-use super::{newly_present_constructions, newly_present_phrases, Context, Found};
+use super::{newly_present, Context, Found};
 use crate::constructions::Kind;
 use crate::lexicon::Category;
 use crate::severity::RuleId;
@@ -9,11 +9,10 @@ use crate::severity::RuleId;
 pub const DOC: &str = include_str!("r17_authority_or_redirection.md");
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
-    let mut found = newly_present_phrases(ctx, Category::Authority, RuleId::R17);
-    found.extend(newly_present_constructions(
+    newly_present(
         ctx,
+        Category::Authority,
         &[Kind::Ignored, Kind::Substitution],
         RuleId::R17,
-    ));
-    found
+    )
 }
