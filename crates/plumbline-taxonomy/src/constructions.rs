@@ -221,7 +221,10 @@ impl Constructions {
 
     /// A lowered sentence's plain words with their slot bits.
     pub fn sentence<'t>(&self, lowered: &'t str) -> Sentence<'t> {
-        let words: Vec<&str> = plain_words(lowered).collect();
+        // Room for the words of most sentences at once (growing the
+        // vector word by word cost more than splitting the sentence).
+        let mut words: Vec<&str> = Vec::with_capacity((lowered.len() / 4 + 1).min(128));
+        words.extend(plain_words(lowered));
         let bits = words
             .iter()
             .map(|w| {
@@ -360,10 +363,16 @@ impl Constructions {
 /// digits, `_` and apostrophes (`'`, `’`), without apostrophes at either
 /// end. A word with `’` inside matches no entry (the file writes `'`).
 pub fn plain_words(lowered: &str) -> impl Iterator<Item = &str> {
+    let bytes = lowered.as_bytes();
+    let len = bytes.len();
     let mut i = 0;
     std::iter::from_fn(move || loop {
-        let len = lowered.len();
         while i < len {
+            // ASCII other than a word's is skipped without decoding.
+            if bytes[i].is_ascii() && !PLAIN_ASCII[usize::from(bytes[i])] {
+                i += 1;
+                continue;
+            }
             match plain_char_at(lowered, i) {
                 (true, _) => break,
                 (false, n) => i += n,
@@ -374,6 +383,13 @@ pub fn plain_words(lowered: &str) -> impl Iterator<Item = &str> {
         }
         let start = i;
         while i < len {
+            if bytes[i].is_ascii() {
+                if !PLAIN_ASCII[usize::from(bytes[i])] {
+                    break;
+                }
+                i += 1;
+                continue;
+            }
             match plain_char_at(lowered, i) {
                 (true, n) => i += n,
                 (false, _) => break,
@@ -385,6 +401,18 @@ pub fn plain_words(lowered: &str) -> impl Iterator<Item = &str> {
         }
     })
 }
+
+/// The ASCII bytes of plain words: letters, digits, `_` and `'`.
+static PLAIN_ASCII: [bool; 128] = {
+    let mut t = [false; 128];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'\'';
+        b += 1;
+    }
+    t
+};
 
 /// Whether the character at byte `i` of `text` belongs to a plain word
 /// (a letter, digit, `_` or apostrophe), and its length; ASCII is decided
@@ -592,6 +620,20 @@ mod tests {
             "日本語 テキスト, ok",
         ] {
             assert_eq!(plain_words(t).collect::<Vec<_>>(), split(t), "{t:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn plain_words_split_as_the_definition_says(
+            t in "([a-zA-Z0-9_' .,;:/()-]|’|é|Ü|日|\u{2003}|—){0,40}"
+        ) {
+            let want: Vec<&str> = t
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '\'' || c == '\u{2019}'))
+                .map(|w| w.trim_matches(['\'', '\u{2019}']))
+                .filter(|w| !w.is_empty())
+                .collect();
+            proptest::prop_assert_eq!(plain_words(&t).collect::<Vec<_>>(), want);
         }
     }
 

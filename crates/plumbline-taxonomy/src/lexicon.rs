@@ -183,8 +183,8 @@ struct Matcher {
     /// The patterns that begin with a word character, by first word: of
     /// at most eight bytes, packed into an integer (a word holds no zero
     /// byte, so the packing is exact), else as text.
-    by_short_first_word: FxHashMap<u64, Vec<usize>>,
-    by_long_first_word: FxHashMap<Box<str>, Vec<usize>>,
+    by_short_first_word: FxHashMap<u64, Vec<Candidate>>,
+    by_long_first_word: FxHashMap<Box<str>, Vec<Candidate>>,
     /// A bit per [`word_key`] of some first word: most runs of a text are
     /// no phrase's first word, and this rules them out without hashing.
     first_word_keys: Box<[u64; KEY_WORDS]>,
@@ -195,6 +195,21 @@ struct Matcher {
     empty: Vec<usize>,
     /// Per byte: [`OTHER`], [`WORD`], [`STARTS`] or [`NON_ASCII`].
     classes: [u8; 256],
+}
+
+/// A pattern that begins with a word, under its first word: with the
+/// (up to) eight bytes after that word, packed, and a mask of the bytes
+/// it has. Common first words ("the", "to") begin many phrases, and
+/// comparing these first rules most of them out without a call.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    tail: u64,
+    mask: u64,
+    /// Whether the tail is the whole rest of the pattern (at most eight
+    /// bytes), so that a text whose first word is the pattern's and whose
+    /// next bytes agree under the mask holds the pattern there.
+    whole: bool,
+    pattern: usize,
 }
 
 /// An ASCII byte that is not a word character and begins no pattern.
@@ -219,6 +234,21 @@ fn packed(word: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
+/// The first (up to) eight bytes of `bytes` as one integer, with a mask
+/// of the bytes taken: `packed_prefix(a).0 & packed_prefix(b).1` equals
+/// `packed_prefix(b).0` when `a` begins with those bytes of `b`.
+fn packed_prefix(bytes: &[u8]) -> (u64, u64) {
+    if let Some(eight) = bytes.first_chunk::<8>() {
+        return (u64::from_le_bytes(*eight), u64::MAX);
+    }
+    // Fewer than eight: byte by byte (a copy of unknown length is a call).
+    let value = bytes
+        .iter()
+        .enumerate()
+        .fold(0, |v, (i, &b)| v | u64::from(b) << (8 * i));
+    (value, (1u64 << (8 * bytes.len())) - 1)
+}
+
 /// A 16-bit key of a word from its length and first and last bytes.
 pub(crate) fn word_key(word: &[u8]) -> usize {
     let (first, last) = (word[0] as usize, word[word.len() - 1] as usize);
@@ -235,8 +265,8 @@ impl Matcher {
                 patterns.push(p.clone());
             }
         }
-        let mut by_short_first_word: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
-        let mut by_long_first_word: FxHashMap<Box<str>, Vec<usize>> = FxHashMap::default();
+        let mut by_short_first_word: FxHashMap<u64, Vec<Candidate>> = FxHashMap::default();
+        let mut by_long_first_word: FxHashMap<Box<str>, Vec<Candidate>> = FxHashMap::default();
         let mut first_word_keys = Box::new([0u64; KEY_WORDS]);
         let mut by_first_byte = vec![Vec::new(); 256];
         let mut empty = Vec::new();
@@ -248,9 +278,17 @@ impl Matcher {
             if !first.is_empty() {
                 let key = word_key(first.as_bytes());
                 first_word_keys[key / 64] |= 1 << (key % 64);
+                let rest = &pattern.as_bytes()[first.len()..];
+                let (tail, mask) = packed_prefix(rest);
+                let c = Candidate {
+                    tail,
+                    mask,
+                    whole: rest.len() <= 8,
+                    pattern: p,
+                };
                 match packed(first.as_bytes()) {
-                    Some(word) => by_short_first_word.entry(word).or_default().push(p),
-                    None => by_long_first_word.entry(first.into()).or_default().push(p),
+                    Some(word) => by_short_first_word.entry(word).or_default().push(c),
+                    None => by_long_first_word.entry(first.into()).or_default().push(c),
                 }
             } else if let Some(&b) = pattern.as_bytes().first() {
                 by_first_byte[usize::from(b)].push(p);
@@ -368,9 +406,12 @@ impl Matcher {
             let Some(ids) = ids else {
                 continue;
             };
-            for &p in ids {
-                if bytes[start..].starts_with(self.patterns[p].as_bytes()) {
-                    found(p, start, &mut hits);
+            let (next, _) = packed_prefix(&bytes[at..]);
+            for c in ids {
+                if next & c.mask == c.tail
+                    && (c.whole || bytes[start..].starts_with(self.patterns[c.pattern].as_bytes()))
+                {
+                    found(c.pattern, start, &mut hits);
                 }
             }
         }
@@ -655,6 +696,7 @@ mod tests {
             "aa aa",
             "a_b",
             "x1",
+            "instructions above",
         ]
         .map(str::to_owned)
         .to_vec();
@@ -689,6 +731,7 @@ mod tests {
             "é",
             "1",
             "the",
+            "above",
         ];
         let separators = [
             " ", "", "  ", "\n", ".", ",", "-", "_", "é", "\u{a0}", "/", "«",

@@ -29,10 +29,20 @@ pub fn lower_char(c: char) -> char {
 /// `s` with every code point mapped through [`lower_char`] (C8). Final
 /// sigma gets no special rule.
 pub fn lower(s: &str) -> String {
-    if s.is_ascii() {
-        return s.to_ascii_lowercase();
+    let ascii_lowered = s.to_ascii_lowercase();
+    // Most non-ASCII characters in tool text (dashes, quotes, symbols)
+    // are their own lowercase: then lowering the ASCII is all there is.
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(off) = bytes[from..].iter().position(|b| !b.is_ascii()) {
+        let at = from + off;
+        let c = s[at..].chars().next().unwrap_or(' ');
+        if lower_char(c) != c {
+            return s.chars().map(lower_char).collect();
+        }
+        from = at + c.len_utf8();
     }
-    s.chars().map(lower_char).collect()
+    ascii_lowered
 }
 
 /// The words of `s`: maximal runs of code points without the Unicode
@@ -530,6 +540,16 @@ mod tests {
         }
         assert_eq!(lower("\u{130}GNORE"), "ignore");
         assert_eq!(lower("\u{212A}EEP ΣΑΣ"), "keep σασ");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lowering_the_ascii_first_gives_the_per_character_lowering(
+            s in "([A-Za-z0-9 .]|\u{130}|\u{212A}|Σ|σ|É|é|—|’|日|\u{1E9E}|\u{23A}){0,24}"
+        ) {
+            let per_char: String = s.chars().map(lower_char).collect();
+            proptest::prop_assert_eq!(lower(&s), per_char);
+        }
     }
 
     #[test]

@@ -119,8 +119,17 @@ pub fn count_claims(text: &str) -> Vec<String> {
 /// lowercased, is part of the lowercased text (C8 lowercases code point
 /// by code point).
 fn may_hold_claim(lowered: &str) -> bool {
-    crate::text::has_ascii_digit(lowered.as_bytes())
-        && (lowered.contains("#1") || COUNTED.iter().any(|n| lowered.contains(n)))
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    // Built once: `str::contains` would build a searcher per call.
+    static NEEDLES: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        std::iter::once("#1")
+            .chain(COUNTED)
+            .map(Finder::new)
+            .collect()
+    });
+    let bytes = lowered.as_bytes();
+    crate::text::has_ascii_digit(bytes) && NEEDLES.iter().any(|n| n.find(bytes).is_some())
 }
 
 fn check_v3(ctx: &Context<'_>, found: &mut Found) {
