@@ -33,10 +33,20 @@ pub enum Kind {
     Outbound,
     /// R18: code from elsewhere run.
     Code,
+    /// R02 (draft 3): the model's role reassigned.
+    Role,
+    /// R11 (draft 3): this tool to be chosen over the others.
+    Preference,
+    /// R11 (draft 3): a claim to be the best.
+    Superlative,
+    /// R13 (draft 3): the user to be kept unaware.
+    Unaware,
+    /// R17 (draft 3): a notice posing as the platform's.
+    Notice,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 12] = [
         Kind::Override,
         Kind::Ask,
         Kind::Order,
@@ -44,6 +54,11 @@ impl Kind {
         Kind::Substitution,
         Kind::Outbound,
         Kind::Code,
+        Kind::Role,
+        Kind::Preference,
+        Kind::Superlative,
+        Kind::Unaware,
+        Kind::Notice,
     ];
 
     /// The slot prefix in the file, and the name evidence shows.
@@ -56,6 +71,11 @@ impl Kind {
             Kind::Substitution => "substitution",
             Kind::Outbound => "outbound",
             Kind::Code => "code",
+            Kind::Role => "role",
+            Kind::Preference => "preference",
+            Kind::Superlative => "superlative",
+            Kind::Unaware => "unaware",
+            Kind::Notice => "notice",
         }
     }
 
@@ -69,6 +89,11 @@ impl Kind {
             Kind::Substitution => "substitutes its own choice for the user's",
             Kind::Outbound => "sends data to another party",
             Kind::Code => "runs code from elsewhere",
+            Kind::Role => "reassigns the model's role",
+            Kind::Preference => "asks to be chosen over other tools",
+            Kind::Superlative => "claims to be the best",
+            Kind::Unaware => "keeps the user unaware",
+            Kind::Notice => "poses as a notice of the platform",
         }
     }
 }
@@ -79,11 +104,17 @@ impl Kind {
 pub struct Constructions {
     /// Slot names; slot `i` is bit `i`.
     slots: Vec<String>,
+    /// Per slot, its construction (where the prefix names one) and part.
+    parts: Vec<(Option<Kind>, String)>,
     /// Per single-word entry (lowered), its slots' bits; the first word of
     /// an anchor of several words carries [`MULTI`].
     bits: FxHashMap<Box<str>, u64>,
     /// Anchor entries of several words: slot bit and words.
     multi: Vec<(u64, Vec<String>)>,
+    /// Per first word of an entry of several words, those entries (as
+    /// indexes into `multi`): "the" begins several, and most sentences
+    /// hold it.
+    multi_by_first: FxHashMap<Box<str>, Vec<usize>>,
     /// Per anchor entry (lowered), the construction it anchors.
     anchors: FxHashMap<String, Vec<Kind>>,
     /// A bit per [`word_key`] of some entry word: most words of a
@@ -95,8 +126,10 @@ impl Default for Constructions {
     fn default() -> Self {
         Constructions {
             slots: Vec::new(),
+            parts: Vec::new(),
             bits: FxHashMap::default(),
             multi: Vec::new(),
+            multi_by_first: FxHashMap::default(),
             anchors: FxHashMap::default(),
             keys: Box::new([0; 1024]),
         }
@@ -133,10 +166,11 @@ fn lines(text: &str) -> impl Iterator<Item = (&str, impl Iterator<Item = String>
 /// them with every other list.
 pub(crate) fn anchor_lines(text: &str) -> (Vec<String>, Vec<String>) {
     let mut out: Vec<String> = Vec::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for (slot, entries) in lines(text) {
         if slot.ends_with(".anchor") {
             for e in entries {
-                if !out.contains(&e) {
+                if seen.insert(e.clone()) {
                     out.push(e);
                 }
             }
@@ -159,6 +193,9 @@ impl Constructions {
                 Some(i) => i,
                 None => {
                     c.slots.push(slot.to_owned());
+                    let (prefix, part) = slot.split_once('.').unwrap_or((slot, ""));
+                    let kind = Kind::ALL.into_iter().find(|k| k.name() == prefix);
+                    c.parts.push((kind, part.to_owned()));
                     c.slots.len() - 1
                 }
             };
@@ -174,11 +211,15 @@ impl Constructions {
                         kinds.push(kind);
                     }
                 }
-                let words: Vec<String> = e.split(' ').map(str::to_owned).collect();
-                if words.len() == 1 {
+                if !e.contains(' ') {
                     *c.bits.entry(e.into_boxed_str()).or_default() |= bit;
                 } else {
+                    let words: Vec<String> = e.split(' ').map(str::to_owned).collect();
                     *c.bits.entry(words[0].clone().into_boxed_str()).or_default() |= MULTI;
+                    c.multi_by_first
+                        .entry(words[0].clone().into_boxed_str())
+                        .or_default()
+                        .push(c.multi.len());
                     c.multi.push((bit, words));
                 }
             }
@@ -192,15 +233,9 @@ impl Constructions {
 
     /// The bit of the slot `kind.part` (0 when there is none).
     fn bit(&self, kind: Kind, part: &str) -> u64 {
-        let name = kind.name();
-        self.slots
+        self.parts
             .iter()
-            .position(|s| {
-                s.len() == name.len() + 1 + part.len()
-                    && s.starts_with(name)
-                    && s[name.len()..].starts_with('.')
-                    && s.ends_with(part)
-            })
+            .position(|(k, p)| *k == Some(kind) && p == part)
             .map_or(0, |i| 1 << i)
     }
 
@@ -248,8 +283,11 @@ impl Constructions {
                 out.push((i, 1));
             } else if b & MULTI != 0 {
                 let longest = self
-                    .multi
-                    .iter()
+                    .multi_by_first
+                    .get(s.words[i])
+                    .into_iter()
+                    .flatten()
+                    .map(|&m| &self.multi[m])
                     .filter(|(mb, words)| {
                         mb & bit != 0
                             && s.words
@@ -337,25 +375,85 @@ impl Constructions {
                 let thing = first("thing")?;
                 Some(format!("{run} … {thing} … {}", w[first_at]))
             }
+            Kind::Role => {
+                // "you are" with a shift in time and a role.
+                let shift = first("shift")?;
+                let noun = first("noun")?;
+                let (you, n) = at[0];
+                Some(format!("{} … {shift} … {noun}", w[you..you + n].join(" ")))
+            }
+            Kind::Preference => {
+                // A choice word, then the anchor, then another tool (the
+                // anchor's own second word may be it: "over other").
+                let choose = has("choose");
+                let other = has("other");
+                let c = (0..w.len()).find(|&i| choose(i))?;
+                let &(a, n) = at.iter().find(|&&(i, _)| i > c)?;
+                let o = (a + 1..w.len()).find(|&i| other(i))?;
+                Some(format!("{} … {} … {}", w[c], w[a..a + n].join(" "), w[o]))
+            }
+            Kind::Superlative => {
+                // "is the most reliable": a copula among the two words
+                // before the anchor, a quality word directly after it.
+                let copula = has("copula");
+                let quality = has("quality");
+                at.iter().find_map(|&(i, n)| {
+                    let q = i + n;
+                    (q < w.len() && quality(q) && (i.saturating_sub(2)..i).any(&copula))
+                        .then(|| format!("{} {}", w[i..q].join(" "), w[q]))
+                })
+            }
+            Kind::Unaware => {
+                // A negation with a modal (or `let`) next to it, the
+                // anchor among the four words after the negation, and who.
+                let not = has("not");
+                let must = has("must");
+                let who = first("who")?;
+                let (neg, seen) = (0..w.len()).find_map(|i| {
+                    if !not(i) {
+                        return None;
+                    }
+                    let modal =
+                        must(i) || (i > 0 && must(i - 1)) || (i + 1 < w.len() && must(i + 1));
+                    let seen = at.iter().find(|&&(a, _)| a > i && a <= i + 4)?;
+                    modal.then_some((i, seen.0))
+                })?;
+                Some(format!("{} … {} ({who})", w[neg], w[seen]))
+            }
+            Kind::Notice => {
+                let authority = first("authority")?;
+                let time = first("time")?;
+                Some(format!("{authority} {} … {time}", w[first_at]))
+            }
         }
     }
 
     /// The first call word of the order construction among the three
     /// plain words before `span` in `sentence` (nearest first), then the
-    /// three after it: at most two words stand between it and the name.
+    /// three after it: at most two words stand between it and the name;
+    /// else (draft 3) the first word after the name that is not an
+    /// `order.auxiliary` word, when it is a call word and at most four
+    /// auxiliary words come before it ("`audit` has to be run").
     pub fn call_near(&self, sentence: &str, span: Range<usize>) -> Option<String> {
         let before = lower(&sentence[..span.start]);
         let after = lower(&sentence[span.end..]);
         let before: Vec<&str> = plain_words(&before).collect();
-        let found = before
+        let near = before
             .iter()
             .rev()
             .take(3)
             .copied()
             .chain(plain_words(&after).take(3))
-            .find(|w| self.is_call_word(w))
-            .map(str::to_owned);
-        found
+            .find(|w| self.is_call_word(w));
+        // The first word after the name past at most four auxiliaries.
+        let passive = || {
+            let auxiliary = self.bit(Kind::Order, "auxiliary");
+            plain_words(&after)
+                .take(5)
+                .find(|w| self.bits.get(*w).is_none_or(|b| b & auxiliary == 0))
+                .filter(|w| self.is_call_word(w))
+        };
+        near.or_else(passive).map(str::to_owned)
     }
 }
 

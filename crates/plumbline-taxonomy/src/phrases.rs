@@ -1,5 +1,7 @@
 //! The imperative phrase list of R02 (spec 3.1, clarifications C8–C9).
 
+use std::sync::OnceLock;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use crate::rules::r05_cross_tool_reference::FIXED_PHRASES;
@@ -25,7 +27,7 @@ pub enum PhraseError {
 pub(crate) fn parse_lines(text: &str) -> (Vec<String>, Vec<String>) {
     let mut phrases = Vec::new();
     let mut lowered: Vec<String> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = rustc_hash::FxHashSet::default();
     for line in text.split('\n') {
         let phrase = line.trim_matches(char::is_whitespace);
         if phrase.is_empty() || phrase.starts_with('#') {
@@ -52,8 +54,21 @@ pub struct PhraseList {
     phrases: Vec<String>,
     lowered: Vec<String>,
     /// One automaton over the lowered phrases followed by R05's fixed
-    /// phrases, so a text is scanned once for both rules.
-    matcher: AhoCorasick,
+    /// phrases, so a text is scanned once for both rules. Built when
+    /// parsed (so that a list too large fails there), or, for the empty
+    /// list that taxonomy-v2 and v3 carry and never scan with, when first
+    /// used.
+    matcher: OnceLock<AhoCorasick>,
+}
+
+/// The automaton over `lowered` and R05's fixed phrases.
+fn build_matcher(lowered: &[String]) -> Result<AhoCorasick, PhraseError> {
+    // Standard semantics, so overlapping matches can all be reported.
+    AhoCorasickBuilder::new()
+        .kind(Some(AhoCorasickKind::DFA))
+        .match_kind(MatchKind::Standard)
+        .build(lowered.iter().map(String::as_str).chain(FIXED_PHRASES))
+        .map_err(|e| PhraseError::Matcher(e.to_string()))
 }
 
 impl PhraseList {
@@ -65,12 +80,7 @@ impl PhraseList {
     /// it); the caller names the file.
     pub fn parse(text: &str) -> Result<PhraseList, PhraseError> {
         let (phrases, lowered) = parse_lines(text);
-        // Standard semantics, so overlapping matches can all be reported.
-        let matcher = AhoCorasickBuilder::new()
-            .kind(Some(AhoCorasickKind::DFA))
-            .match_kind(MatchKind::Standard)
-            .build(lowered.iter().map(String::as_str).chain(FIXED_PHRASES))
-            .map_err(|e| PhraseError::Matcher(e.to_string()))?;
+        let matcher = OnceLock::from(build_matcher(&lowered)?);
         Ok(PhraseList {
             phrases,
             lowered,
@@ -80,8 +90,19 @@ impl PhraseList {
 
     /// A list without phrases.
     pub fn empty() -> PhraseList {
-        // Six fixed phrases: cannot fail.
-        PhraseList::parse("").unwrap_or_else(|e| panic!("an empty phrase list: {e}"))
+        PhraseList {
+            phrases: Vec::new(),
+            lowered: Vec::new(),
+            matcher: OnceLock::new(),
+        }
+    }
+
+    fn matcher(&self) -> &AhoCorasick {
+        self.matcher.get_or_init(|| {
+            // Only the empty list gets here unbuilt: six fixed phrases,
+            // which cannot fail.
+            build_matcher(&self.lowered).unwrap_or_else(|e| panic!("the fixed phrases: {e}"))
+        })
     }
 
     /// The built-in list, `taxonomy/imperatives-v1.txt`.
@@ -119,12 +140,13 @@ impl PhraseList {
         let mut hits = PhraseHits::default();
         // Most texts hold no phrase; a plain search can use the matcher's
         // prefilter, which the overlapping search cannot.
-        if !self.matcher.is_match(lowered_text) {
+        let matcher = self.matcher();
+        if !matcher.is_match(lowered_text) {
             return hits;
         }
         let n = self.lowered.len();
         let mut first: Vec<Option<usize>> = vec![None; n];
-        for m in self.matcher.find_overlapping_iter(lowered_text) {
+        for m in matcher.find_overlapping_iter(lowered_text) {
             let i = m.pattern().as_usize();
             let slot = if i < n {
                 &mut first[i]

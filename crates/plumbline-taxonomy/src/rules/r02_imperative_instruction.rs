@@ -14,7 +14,10 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         return super::newly_present(
             ctx,
             Category::Imperative,
-            &[crate::constructions::Kind::Override],
+            &[
+                crate::constructions::Kind::Override,
+                crate::constructions::Kind::Role,
+            ],
             RuleId::R02,
         );
     };

@@ -1,7 +1,7 @@
 //! R11 — HIGH — Self-promotion aimed at the model's choice (taxonomy-v2 4.11).
 #![doc = include_str!("r11_self_promotion.md")]
 
-use super::{newly_present_phrases, Context, Found};
+use super::{newly_present, Context, Found};
 use crate::lexicon::Category;
 use crate::severity::RuleId;
 
@@ -183,7 +183,13 @@ fn check_v3(ctx: &Context<'_>, found: &mut Found) {
 }
 
 pub(crate) fn check(ctx: &Context<'_>) -> Found {
-    let mut found = newly_present_phrases(ctx, Category::Promotion, RuleId::R11);
+    use crate::constructions::Kind;
+    let mut found = newly_present(
+        ctx,
+        Category::Promotion,
+        &[Kind::Preference, Kind::Superlative],
+        RuleId::R11,
+    );
     if ctx.taxonomy == crate::taxonomy::Taxonomy::V3 {
         check_v3(ctx, &mut found);
     }

@@ -62,12 +62,13 @@ fn is_subsequence(shorter: &[String], longer: &[String]) -> bool {
 /// shorter occur in order in the longer, which has at most twice as many.
 /// Each needs at least [`MIN_WORDS`] comparable words.
 pub fn same_description(a: &str, b: &str) -> bool {
-    same_words(&comparable_words(a), &comparable_words(b))
-        || same_words(&split_comparable_words(a), &split_comparable_words(b))
+    same_words(&comparable_words(a), &comparable_words(b), true)
+        || same_words(&split_comparable_words(a), &split_comparable_words(b), true)
 }
 
-/// [`same_description`] on comparable words.
-fn same_words(a: &[String], b: &[String]) -> bool {
+/// [`same_description`] on comparable words; without `bounded` (draft 3:
+/// another server's tool) a shortened copy may be any shorter.
+fn same_words(a: &[String], b: &[String], bounded: bool) -> bool {
     if a.len() < MIN_WORDS || b.len() < MIN_WORDS {
         return false;
     }
@@ -76,7 +77,7 @@ fn same_words(a: &[String], b: &[String]) -> bool {
     // least half as long, and lists whose lengths differ by n are n edits
     // apart or more (checked first: it costs nothing).
     let close = (longer.len() - shorter.len()) * 5 < longer.len();
-    if longer.len() <= 2 * shorter.len() && is_subsequence(shorter, longer) {
+    if (!bounded || longer.len() <= 2 * shorter.len()) && is_subsequence(shorter, longer) {
         return true;
     }
     close && word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
@@ -116,8 +117,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             tool.description.as_deref(),
             i < MAX_DESCRIPTION_COMPARISONS,
         ) {
-            if same_words(&mine.0, &comparable_words(theirs))
-                || same_words(&mine.1, &split_comparable_words(theirs))
+            let bounded = !tool.foreign;
+            if same_words(&mine.0, &comparable_words(theirs), bounded)
+                || same_words(&mine.1, &split_comparable_words(theirs), bounded)
             {
                 "description"
             } else {

@@ -12,7 +12,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     newly_present(
         ctx,
         Category::Authority,
-        &[Kind::Ignored, Kind::Substitution],
+        &[Kind::Ignored, Kind::Substitution, Kind::Notice],
         RuleId::R17,
     )
 }
