@@ -206,9 +206,12 @@ struct Candidate {
     tail: u64,
     mask: u64,
     /// Whether the tail is the whole rest of the pattern (at most eight
-    /// bytes), so that a text whose first word is the pattern's and whose
-    /// next bytes agree under the mask holds the pattern there.
+    /// bytes), so that a text whose first word is the pattern's, with at
+    /// least `rest` bytes after it that agree under the mask, holds the
+    /// pattern there.
     whole: bool,
+    /// The length of the rest of the pattern after its first word.
+    rest: usize,
     pattern: usize,
 }
 
@@ -234,9 +237,12 @@ fn packed(word: &[u8]) -> Option<u64> {
     Some(u64::from_le_bytes(b))
 }
 
-/// The first (up to) eight bytes of `bytes` as one integer, with a mask
-/// of the bytes taken: `packed_prefix(a).0 & packed_prefix(b).1` equals
-/// `packed_prefix(b).0` when `a` begins with those bytes of `b`.
+/// The first (up to) eight bytes of `bytes` as one integer (zeros after
+/// its end), with a mask of the bytes taken: `packed_prefix(a).0 &
+/// packed_prefix(b).1` equals `packed_prefix(b).0` when `a` begins with
+/// those bytes of `b`, and conversely when `a` has at least as many bytes
+/// as were taken of `b` (else a zero byte of `b` would agree with the
+/// zeros after the end of `a`).
 fn packed_prefix(bytes: &[u8]) -> (u64, u64) {
     if let Some(eight) = bytes.first_chunk::<8>() {
         return (u64::from_le_bytes(*eight), u64::MAX);
@@ -284,6 +290,7 @@ impl Matcher {
                     tail,
                     mask,
                     whole: rest.len() <= 8,
+                    rest: rest.len(),
                     pattern: p,
                 };
                 match packed(first.as_bytes()) {
@@ -407,9 +414,14 @@ impl Matcher {
                 continue;
             };
             let (next, _) = packed_prefix(&bytes[at..]);
+            let left = len - at;
             for c in ids {
                 if next & c.mask == c.tail
-                    && (c.whole || bytes[start..].starts_with(self.patterns[c.pattern].as_bytes()))
+                    && if c.whole {
+                        left >= c.rest
+                    } else {
+                        bytes[start..].starts_with(self.patterns[c.pattern].as_bytes())
+                    }
                 {
                     found(c.pattern, start, &mut hits);
                 }
@@ -697,6 +709,8 @@ mod tests {
             "a_b",
             "x1",
             "instructions above",
+            "a\0",
+            "ignore \0",
         ]
         .map(str::to_owned)
         .to_vec();
@@ -732,6 +746,8 @@ mod tests {
             "1",
             "the",
             "above",
+            "a",
+            "\0",
         ];
         let separators = [
             " ", "", "  ", "\n", ".", ",", "-", "_", "é", "\u{a0}", "/", "«",

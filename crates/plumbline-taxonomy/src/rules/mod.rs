@@ -214,7 +214,11 @@ impl<'a> Context<'a> {
                 continue;
             };
             let depth = change.path.len();
-            for_each_string_at(new_value, change.path.clone(), &mut |path, new_text| {
+            // Room to descend: a clone has no spare capacity, and the walk
+            // would grow it at its first step down.
+            let mut prefix = Vec::with_capacity(depth + 8);
+            prefix.extend_from_slice(&change.path);
+            for_each_string_at(new_value, prefix, &mut |path, new_text| {
                 // Only the change's own value has an old counterpart; below
                 // it the old side is missing or of another type.
                 let old_text = if path.len() == depth {

@@ -62,22 +62,31 @@ fn is_subsequence(shorter: &[String], longer: &[String]) -> bool {
 /// shorter occur in order in the longer, which has at most twice as many.
 /// Each needs at least [`MIN_WORDS`] comparable words.
 pub fn same_description(a: &str, b: &str) -> bool {
-    same_words(&comparable_words(a), &comparable_words(b), true)
-        || same_words(&split_comparable_words(a), &split_comparable_words(b), true)
+    same_words(&comparable_words(a), &comparable_words(b), false)
+        || same_words(
+            &split_comparable_words(a),
+            &split_comparable_words(b),
+            false,
+        )
 }
 
-/// [`same_description`] on comparable words; without `bounded` (draft 3:
-/// another server's tool) a shortened copy may be any shorter.
-fn same_words(a: &[String], b: &[String], bounded: bool) -> bool {
+/// [`same_description`] on comparable words, `mine` (the added tool's)
+/// against `theirs`; with `shortened_any` (draft 3: `theirs` is another
+/// server's tool) `mine` may be a shortened copy of any length. A
+/// lengthened copy keeps the bound either way: a short description is in
+/// order inside many long ones.
+fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
+    let (a, b) = (mine, theirs);
     if a.len() < MIN_WORDS || b.len() < MIN_WORDS {
         return false;
     }
     let (shorter, longer) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    // Neither test can hold past these lengths: a shortened copy is at
-    // least half as long, and lists whose lengths differ by n are n edits
-    // apart or more (checked first: it costs nothing).
+    // Lists whose lengths differ by n are n edits apart or more (checked
+    // first: it costs nothing); a copy is at least half as long, unless
+    // it is a shortened copy of another server's tool.
     let close = (longer.len() - shorter.len()) * 5 < longer.len();
-    if (!bounded || longer.len() <= 2 * shorter.len()) && is_subsequence(shorter, longer) {
+    let length_ok = longer.len() <= 2 * shorter.len() || (shortened_any && a.len() <= b.len());
+    if length_ok && is_subsequence(shorter, longer) {
         return true;
     }
     close && word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
@@ -117,9 +126,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
             tool.description.as_deref(),
             i < MAX_DESCRIPTION_COMPARISONS,
         ) {
-            let bounded = !tool.foreign;
-            if same_words(&mine.0, &comparable_words(theirs), bounded)
-                || same_words(&mine.1, &split_comparable_words(theirs), bounded)
+            let foreign = tool.foreign;
+            if same_words(&mine.0, &comparable_words(theirs), foreign)
+                || same_words(&mine.1, &split_comparable_words(theirs), foreign)
             {
                 "description"
             } else {
