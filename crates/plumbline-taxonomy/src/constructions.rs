@@ -518,10 +518,7 @@ static PLAIN_ASCII: [bool; 128] = {
 fn plain_char_at(text: &str, i: usize) -> (bool, usize) {
     let byte = text.as_bytes()[i];
     if byte.is_ascii() {
-        return (
-            byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'\'',
-            1,
-        );
+        return (PLAIN_ASCII[usize::from(byte)], 1);
     }
     let c = text[i..].chars().next().unwrap_or(' ');
     (c.is_alphanumeric() || c == '\u{2019}', c.len_utf8())

@@ -205,12 +205,10 @@ struct Matcher {
 struct Candidate {
     tail: u64,
     mask: u64,
-    /// Whether the tail is the whole rest of the pattern (at most eight
-    /// bytes), so that a text whose first word is the pattern's, with at
-    /// least `rest` bytes after it that agree under the mask, holds the
-    /// pattern there.
-    whole: bool,
-    /// The length of the rest of the pattern after its first word.
+    /// The length of the rest of the pattern after its first word. When
+    /// it is at most eight, the tail is all of it: a text whose first word
+    /// is the pattern's, with at least `rest` bytes after it that agree
+    /// under the mask, holds the pattern there.
     rest: usize,
     pattern: usize,
 }
@@ -289,7 +287,6 @@ impl Matcher {
                 let c = Candidate {
                     tail,
                     mask,
-                    whole: rest.len() <= 8,
                     rest: rest.len(),
                     pattern: p,
                 };
@@ -417,7 +414,7 @@ impl Matcher {
             let left = len - at;
             for c in ids {
                 if next & c.mask == c.tail
-                    && if c.whole {
+                    && if c.rest <= 8 {
                         left >= c.rest
                     } else {
                         bytes[start..].starts_with(self.patterns[c.pattern].as_bytes())

@@ -368,7 +368,8 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
     found
 }
 
-/// taxonomy-v3's phrase-and-construction rules (R02, R14, R17, R18):
+/// taxonomy-v3's phrase-and-construction rules (R02, R11, R13, R14, R17,
+/// R18):
 /// [`newly_present_phrases`] of `category`, then the constructions
 /// `kinds` newly present (2.14).
 pub(crate) fn newly_present(

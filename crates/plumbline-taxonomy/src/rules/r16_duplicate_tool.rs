@@ -76,20 +76,24 @@ pub fn same_description(a: &str, b: &str) -> bool {
 /// lengthened copy keeps the bound either way: a short description is in
 /// order inside many long ones.
 fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
-    let (a, b) = (mine, theirs);
-    if a.len() < MIN_WORDS || b.len() < MIN_WORDS {
+    if mine.len() < MIN_WORDS || theirs.len() < MIN_WORDS {
         return false;
     }
-    let (shorter, longer) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let (shorter, longer) = if mine.len() <= theirs.len() {
+        (mine, theirs)
+    } else {
+        (theirs, mine)
+    };
     // Lists whose lengths differ by n are n edits apart or more (checked
     // first: it costs nothing); a copy is at least half as long, unless
     // it is a shortened copy of another server's tool.
     let close = (longer.len() - shorter.len()) * 5 < longer.len();
-    let length_ok = longer.len() <= 2 * shorter.len() || (shortened_any && a.len() <= b.len());
+    let length_ok =
+        longer.len() <= 2 * shorter.len() || (shortened_any && mine.len() <= theirs.len());
     if length_ok && is_subsequence(shorter, longer) {
         return true;
     }
-    close && word_distance(&a.join(" "), &b.join(" ")).below_one_fifth()
+    close && word_distance(&mine.join(" "), &theirs.join(" ")).below_one_fifth()
 }
 
 /// The most inventory tools an added tool's description is compared with
