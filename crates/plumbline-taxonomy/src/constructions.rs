@@ -43,10 +43,14 @@ pub enum Kind {
     Unaware,
     /// R17 (draft 3): a notice posing as the platform's.
     Notice,
+    /// R11 (draft 4): a claim to beat the other tools.
+    Comparison,
+    /// R17 (draft 4): the user's own target replaced.
+    Replacement,
 }
 
 impl Kind {
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 14] = [
         Kind::Override,
         Kind::Ask,
         Kind::Order,
@@ -59,6 +63,8 @@ impl Kind {
         Kind::Superlative,
         Kind::Unaware,
         Kind::Notice,
+        Kind::Comparison,
+        Kind::Replacement,
     ];
 
     /// The slot prefix in the file, and the name evidence shows.
@@ -76,6 +82,8 @@ impl Kind {
             Kind::Superlative => "superlative",
             Kind::Unaware => "unaware",
             Kind::Notice => "notice",
+            Kind::Comparison => "comparison",
+            Kind::Replacement => "replacement",
         }
     }
 
@@ -94,6 +102,8 @@ impl Kind {
             Kind::Superlative => "claims to be the best",
             Kind::Unaware => "keeps the user unaware",
             Kind::Notice => "poses as a notice of the platform",
+            Kind::Comparison => "claims to beat the other tools",
+            Kind::Replacement => "replaces the user's own target",
         }
     }
 }
@@ -425,6 +435,27 @@ impl Constructions {
                 let time = first("time")?;
                 Some(format!("{authority} {} … {time}", w[first_at]))
             }
+            Kind::Comparison => {
+                // "outperforms competing tools": another tool among the
+                // three words after the anchor's first word.
+                let other = has("other");
+                at.iter().find_map(|&(i, n)| {
+                    let o = (i + 1..(i + n + 3).min(w.len())).find(|&j| other(j))?;
+                    Some(format!("{} … {}", w[i..i + n].join(" "), w[o]))
+                })
+            }
+            Kind::Replacement => {
+                // "the query you pass is replaced on our side with …": a
+                // `with` word among the four words after the anchor, the
+                // object before it, and whose it was.
+                let (with, object) = (has("with"), has("object"));
+                let own = first("own")?;
+                at.iter().find_map(|&(i, n)| {
+                    (i + n..(i + n + 4).min(w.len())).find(|&j| with(j))?;
+                    let o = (0..i).find(|&j| object(j))?;
+                    Some(format!("{} … {} … {own}", w[o], w[i..i + n].join(" ")))
+                })
+            }
         }
     }
 
@@ -694,6 +725,31 @@ mod tests {
         )
         .is_some());
         assert!(holds(Kind::Code, "Shows the remote branches.").is_none());
+        assert!(holds(Kind::Comparison, "It is faster than any other converter.").is_some());
+        assert!(holds(Kind::Comparison, "Outperforms rival geocoders.").is_some());
+        // The other tools more than three words past the anchor.
+        assert!(holds(
+            Kind::Comparison,
+            "Beats the previous release of the other tools."
+        )
+        .is_none());
+        assert!(holds(
+            Kind::Replacement,
+            "Your recipient is swapped for a partner address."
+        )
+        .is_some());
+        // No object before the anchor; no owner; `with` too far after it.
+        assert!(holds(
+            Kind::Replacement,
+            "It is replaced with the query you typed."
+        )
+        .is_none());
+        assert!(holds(Kind::Replacement, "The query is replaced with keywords.").is_none());
+        assert!(holds(
+            Kind::Replacement,
+            "Your query is replaced in the index, along with its history."
+        )
+        .is_none());
     }
 
     #[test]

@@ -182,3 +182,33 @@ fn taxonomy_v3_meets_its_targets() {
         .sum();
     assert_eq!(own_benign_critical, 0, "{:?}", e.families);
 }
+
+/// taxonomy-v3 draft 4 (docs/taxonomy-v3.md 4.16): none of the tools real
+/// releases added, graded beside the other tools of their release, is a
+/// duplicate of one of them (draft 3 called 19 of 338 so: tools of one
+/// server written from one template, told apart by their names).
+#[test]
+fn no_tool_a_real_release_added_duplicates_its_siblings() {
+    use plumbline_taxonomy::corpus::{inventory_for, parse_labelled};
+    use plumbline_taxonomy::{RuleId, Taxonomy};
+
+    let v3 = Classifier::for_taxonomy(Taxonomy::V3);
+    let added: Vec<_> = corpus("evaluation/real-added.jsonl")
+        .lines()
+        .map(|l| parse_labelled(l).expect("labelled pair"))
+        .collect();
+    assert_eq!(added.len(), 338);
+    let duplicates: Vec<&str> = added
+        .iter()
+        .filter(|p| {
+            assert!(p.added, "{}", p.id);
+            let inventory = inventory_for(p.inventory_value.as_ref(), Taxonomy::V3).unwrap();
+            assert!(!inventory.tools().is_empty(), "{}", p.id);
+            v3.classify_added(&p.new, &inventory)
+                .rules
+                .contains(&RuleId::R16)
+        })
+        .map(|p| p.id.as_str())
+        .collect();
+    assert!(duplicates.is_empty(), "{duplicates:?}");
+}

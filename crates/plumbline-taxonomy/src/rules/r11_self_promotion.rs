@@ -187,7 +187,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     let mut found = newly_present(
         ctx,
         Category::Promotion,
-        &[Kind::Preference, Kind::Superlative],
+        &[Kind::Preference, Kind::Superlative, Kind::Comparison],
         RuleId::R11,
     );
     if ctx.taxonomy == crate::taxonomy::Taxonomy::V3 {

@@ -14,6 +14,11 @@ pub const DOC: &str = include_str!("r16_duplicate_tool.md");
 /// another server in any sense that matters.
 pub const MIN_WORDS: usize = 4;
 
+/// The fewest comparable words a description needs before a longer one
+/// that holds it whole, past twice its length, is called its copy (draft
+/// 4): "Deletes a file from disk." is whole inside many longer ones.
+pub const MIN_WHOLE_COPY_WORDS: usize = 6;
+
 /// A name with its style removed: ASCII-lowercased, without `-`, `_`,
 /// `.` and spaces (drift's rename test, `docs/taxonomy-v2.md` 6).
 pub fn styleless(name: &str) -> String {
@@ -93,7 +98,52 @@ fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
     if length_ok && is_subsequence(shorter, longer) {
         return true;
     }
+    // Draft 4: a copy kept whole inside a longer description, at any
+    // length ("lengthened" with sentences before or after it).
+    if !length_ok
+        && shorter.len() >= MIN_WHOLE_COPY_WORDS
+        && longer.windows(shorter.len()).any(|run| run == shorter)
+    {
+        return true;
+    }
     close && word_distance(&mine.join(" "), &theirs.join(" ")).below_one_fifth()
+}
+
+/// The name words (2.11) of `a` that are not name words of `b`.
+fn own_name_words(a: &str, b: &str) -> Vec<String> {
+    let theirs = super::name_words(b);
+    let theirs: Vec<&str> = theirs.split(' ').collect();
+    super::name_words(a)
+        .split(' ')
+        .filter(|w| !w.is_empty() && !theirs.contains(w))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether a description *mentions* a name word (draft 4): one of its
+/// comparable words (2.13) contains it, or contains it without a final
+/// `s` when it has at least four characters ("queues" in "queue",
+/// "requests" in "pullrequests", "mail" in "email").
+fn mentions(words: &[String], word: &str) -> bool {
+    let bare = word.strip_suffix('s').filter(|b| b.len() >= 3);
+    words
+        .iter()
+        .any(|w| w.contains(word) || bare.is_some_and(|b| w.contains(b)))
+}
+
+/// Two tools of one server are told apart by their descriptions (draft
+/// 4): a name word of at least three characters of one tool that the
+/// other's name lacks is mentioned by its own description and not by the
+/// other's: "Insert one or more rows" beside "Delete one or more rows"
+/// for `insert_rows` and `delete_sheet_rows`.
+fn told_apart(mine: (&str, &[String]), theirs: (&str, &[String])) -> bool {
+    let apart = |a: (&str, &[String]), b: (&str, &[String])| {
+        own_name_words(a.0, b.0)
+            .iter()
+            .filter(|w| w.chars().count() >= 3)
+            .any(|w| mentions(a.1, w) && !mentions(b.1, w))
+    };
+    apart(mine, theirs) || apart(theirs, mine)
 }
 
 /// The most inventory tools an added tool's description is compared with
@@ -125,14 +175,16 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         }
         let by = if !own_style.is_empty() && styleless(&tool.name) == own_style {
             "name"
-        } else if let (Some(mine), Some(theirs), true) = (
+        } else if let (Some(mine), Some(theirs_text), true) = (
             &mine,
             tool.description.as_deref(),
             i < MAX_DESCRIPTION_COMPARISONS,
         ) {
             let foreign = tool.foreign;
-            if same_words(&mine.0, &comparable_words(theirs), foreign)
-                || same_words(&mine.1, &split_comparable_words(theirs), foreign)
+            let theirs = comparable_words(theirs_text);
+            if (same_words(&mine.0, &theirs, foreign)
+                || same_words(&mine.1, &split_comparable_words(theirs_text), foreign))
+                && (foreign || !told_apart((name, &mine.0), (&tool.name, &theirs)))
             {
                 "description"
             } else {
@@ -190,6 +242,37 @@ mod tests {
         let late_name = inventory_with_copy_at(usize::MAX)
             .with_sibling_tool("lookupPages", Some("Another description entirely."));
         assert!(fired(&late_name));
+    }
+
+    #[test]
+    fn names_tell_template_siblings_apart() {
+        let words = |t: &str| comparable_words(t);
+        let (insert, delete) = (
+            words("Insert one or more rows at the given row."),
+            words("Delete one or more rows at the given row."),
+        );
+        assert!(told_apart(
+            ("insert_rows", &insert),
+            ("delete_sheet_rows", &delete)
+        ));
+        // The words of the names are in neither description, or in both.
+        let copy = words("Posts a text message to a channel.");
+        assert!(!told_apart(
+            ("post_message", &copy),
+            ("send_message", &copy)
+        ));
+        let (email, mail) = (
+            words("Sends an e-mail to one or more recipients."),
+            words("Sends an email message to one or more recipients."),
+        );
+        assert!(!told_apart(("send_email", &email), ("send_mail", &mail)));
+        // A plural name word is mentioned by its singular; short words
+        // (`id`, `a`) tell nothing apart.
+        assert!(mentions(&words("Get a queue."), "queues"));
+        assert!(!told_apart(
+            ("get_by_id", &words("Get a page.")),
+            ("get_page", &words("Get a page by id."))
+        ));
     }
 
     #[test]

@@ -12,7 +12,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
     newly_present(
         ctx,
         Category::Authority,
-        &[Kind::Ignored, Kind::Substitution, Kind::Notice],
+        &[
+            Kind::Ignored,
+            Kind::Substitution,
+            Kind::Notice,
+            Kind::Replacement,
+        ],
         RuleId::R17,
     )
 }
