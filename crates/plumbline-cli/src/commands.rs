@@ -4,8 +4,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
+use plumbline_history::{History, ObservationId};
 use plumbline_mcp::Limits;
-use plumbline_store::{ObservationId, SqliteStore, Store};
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{Severity, Taxonomy};
@@ -16,25 +16,25 @@ use crate::config::{Config, ServerConfig};
 use crate::exit::{threshold, Outcome};
 use crate::observe::{collect, record, Report};
 use crate::render;
+use plumbline_history::time::utc;
 use plumbline_history::{read, Grader};
-use plumbline_store::time::utc;
 
 /// Opens (creating it if need be) the store at `path`, else the default
 /// store of the project whose registry is `registry`.
-pub fn open_store(path: Option<&Path>, registry: &Path) -> Result<SqliteStore> {
+pub fn open_store(path: Option<&Path>, registry: &Path) -> Result<History> {
     let file = store_path(path, registry)?;
     if path.is_none() && !file.exists() {
         note_shared_store(&file);
     }
-    SqliteStore::open(&file).with_context(|| format!("opening the store {}", file.display()))
+    History::open(&file).with_context(|| format!("opening the store {}", file.display()))
 }
 
 /// The store for a command that only reads it: one that does not exist is
 /// an error (a typo in `--store` must not read as an empty history).
-pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<SqliteStore> {
+pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<History> {
     let file = store_path(path, registry)?;
     if !file.exists() {
-        let shared = plumbline_store::default_path()
+        let shared = plumbline_history::default_path()
             .ok()
             .filter(|s| path.is_none() && s.exists())
             .map(|s| {
@@ -58,7 +58,7 @@ pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<Sqlit
 pub fn store_path(path: Option<&Path>, registry: &Path) -> Result<std::path::PathBuf> {
     Ok(match path {
         Some(p) => p.to_path_buf(),
-        None => plumbline_store::project_path(&project_folder(registry)?)?,
+        None => plumbline_history::project_path(&project_folder(registry)?)?,
     })
 }
 
@@ -74,7 +74,7 @@ fn project_folder(registry: &Path) -> Result<std::path::PathBuf> {
 /// Said once, when a project's store is created while the store every
 /// project shared before exists: its history is not moved.
 fn note_shared_store(file: &Path) {
-    if let Ok(shared) = plumbline_store::default_path() {
+    if let Ok(shared) = plumbline_history::default_path() {
         if shared.exists() && shared != file {
             eprintln!(
                 "note: this project's history is kept in {}; the store earlier versions shared between projects, {}, is left as it was (pass --store to use it)",
@@ -108,7 +108,7 @@ pub struct ObserveRun<'a> {
 /// Observes, records and reports; returns the run's outcome.
 pub fn observe_servers(
     servers: Vec<(String, ServerConfig)>,
-    store: &mut SqliteStore,
+    store: &mut History,
     run: ObserveRun<'_>,
 ) -> Result<Outcome> {
     let (taxonomy, format, fail_on) = (run.taxonomy, run.format, run.fail_on);
@@ -120,7 +120,7 @@ pub fn observe_servers(
 /// Observes and records, worst first; prints nothing.
 pub fn observe_and_record(
     servers: Vec<(String, ServerConfig)>,
-    store: &mut SqliteStore,
+    store: &mut History,
     run: ObserveRun<'_>,
 ) -> Result<Vec<Report>> {
     let ObserveRun {
@@ -208,7 +208,7 @@ struct LogRow {
     finished_at: String,
     /// `"outcome"` and, for a failure, `"error"`.
     #[serde(flatten)]
-    outcome: plumbline_store::Outcome,
+    outcome: plumbline_history::Outcome,
     tools: u32,
     tool_set: Option<String>,
     /// Against the previous successful observation: `unchanged`, a
@@ -233,7 +233,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
     let mut all = Vec::new();
     for server in servers {
         let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
-        let (steps, _) = plumbline_history::read::recent(&store, &grader, &server, limit)?;
+        let (steps, _) = plumbline_history::read::recent(store.store(), &grader, &server, limit)?;
         if steps.is_empty() && args.server.is_some() {
             bail!("no observations of {server:?} in the store");
         }
@@ -336,12 +336,12 @@ const FAILED_ALERTS_LISTED: u32 = 20;
 
 pub fn diff(args: &DiffArgs) -> Result<Outcome> {
     let store = open_existing_store(args.store.path.as_deref(), &Config::default_registry())?;
-    let to = read::successful_observation(&store, &args.server, args.to.map(ObservationId))?
+    let to = read::successful_observation(store.store(), &args.server, args.to.map(ObservationId))?
         .summary
         .id;
     let from = match args.from {
         Some(id) => {
-            read::successful_observation(&store, &args.server, Some(ObservationId(id)))?
+            read::successful_observation(store.store(), &args.server, Some(ObservationId(id)))?
                 .summary
                 .id
         }
@@ -358,7 +358,7 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
         }
     };
     let taxonomy = Config::taxonomy_for(args.taxonomy.taxonomy)?;
-    let d = read::drift_between(&store, &Grader::new(taxonomy), from, to)?;
+    let d = read::drift_between(store.store(), &Grader::new(taxonomy), from, to)?;
     let mut out = io::stdout().lock();
     match args.format {
         Format::Json => {
@@ -386,8 +386,9 @@ pub fn diff(args: &DiffArgs) -> Result<Outcome> {
 
 pub fn show(args: &ShowArgs) -> Result<Outcome> {
     let store = open_existing_store(args.store.path.as_deref(), &Config::default_registry())?;
-    let obs = read::successful_observation(&store, &args.server, args.at.map(ObservationId))?;
-    let matches = read::tool_bytes(&store, &obs, &args.tool)?;
+    let obs =
+        read::successful_observation(store.store(), &args.server, args.at.map(ObservationId))?;
+    let matches = read::tool_bytes(store.store(), &obs, &args.tool)?;
     if matches.is_empty() {
         bail!(
             "{:?} has no tool {:?} in observation {}",

@@ -7,9 +7,9 @@ use std::time::Duration;
 use anyhow::{bail, Context as _, Result};
 use plumbline_guard::{Baseline, LockBaseline, Mode, NewTools, OnError, Policy, Recorder, Seen};
 use plumbline_history::{Grader, Observed};
+use plumbline_history::{Problem, ProblemKind};
 use plumbline_lock::LockedServer;
 use plumbline_mcp::{ServerSpec, StdioSpec};
-use plumbline_store::{Problem, ProblemKind};
 use plumbline_taxonomy::sanitize::for_terminal;
 use plumbline_taxonomy::{Classifier, Taxonomy};
 
@@ -55,7 +55,7 @@ struct HistoryRecorder {
     identity: serde_json::Value,
     normalize: Option<std::sync::Arc<plumbline_config::Normalizer>>,
     grader: Grader,
-    open: Option<plumbline_store::SqliteStore>,
+    open: Option<plumbline_history::History>,
     /// The configuration's alert channels: what the guard records is queued
     /// in the store's outbox as `watch` queues it (a running watcher, or
     /// `watch --once`, sends it).
@@ -102,8 +102,7 @@ impl Recorder for HistoryRecorder {
             )?);
         }
         let store = self.open.as_mut().expect("opened above");
-        if self.store_is_baseline && plumbline_store::Store::server(store, &seen.server)?.is_none()
-        {
+        if self.store_is_baseline && store.server(&seen.server)?.is_none() {
             return Ok(format!(
                 "{0}: not recorded: the store has no observation of {0}, and the guard's first would become its baseline unreviewed; run `plumbline observe {0}` and review it first",
                 seen.server
@@ -127,7 +126,7 @@ impl Recorder for HistoryRecorder {
             });
         }
         let recorded = plumbline_history::record(
-            store,
+            store.store_mut(),
             &self.grader,
             vec![Observed {
                 identity: self.identity.to_string(),

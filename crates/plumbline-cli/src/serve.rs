@@ -33,7 +33,7 @@ pub fn run(args: &ServeArgs) -> Result<Outcome> {
     // Grade, once, what an older Plumbline recorded without summaries (or
     // under another taxonomy), so that no page has to.
     let grader = plumbline_history::Grader::new(taxonomy);
-    let written = plumbline_history::read::backfill(&mut store, &grader)
+    let written = plumbline_history::read::backfill(store.store_mut(), &grader)
         .context("grading what the history had not graded yet")?;
     if written > 0 {
         eprintln!("plumbline serve: graded {written} earlier change(s) under {taxonomy}");

@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use axum::routing::{on, MethodFilter, MethodRouter};
 use axum::{Json, Router};
 use plumbline_drift::Change;
-use plumbline_store::{Baseline, ObservationId, ObservationSummary, Outcome, Review, Store};
+use plumbline_history::{Baseline, ObservationId, ObservationSummary, Outcome, Review};
 use plumbline_taxonomy::json::Value;
 use plumbline_taxonomy::{Evidence, RuleId, Severity};
 use serde::{Deserialize, Serialize};
@@ -414,7 +414,7 @@ where
 
 async fn servers(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let rows = state
-        .with_store(|store, inner| Ok(changes::overview(&*store, &inner.grader)?))
+        .with_store(|store, inner| Ok(changes::overview(store.store(), &inner.grader)?))
         .await?;
     let servers: Vec<ServerJson> = rows.iter().map(ServerJson::from).collect();
     Ok(Json(serde_json::json!({ "servers": servers })))
@@ -426,8 +426,12 @@ async fn server(
 ) -> Result<Json<ServerJson>, ApiError> {
     let row = state
         .with_store(move |store, inner| {
-            let server = changes::server(&*store, &name)?;
-            Ok(changes::server_overview(&*store, &inner.grader, server)?)
+            let server = changes::server(store.store(), &name)?;
+            Ok(changes::server_overview(
+                store.store(),
+                &inner.grader,
+                server,
+            )?)
         })
         .await?;
     Ok(Json(ServerJson::from(&row)))
@@ -439,7 +443,7 @@ async fn baseline(
 ) -> Result<Json<Option<BaselineJson>>, ApiError> {
     let baseline = state
         .with_store(move |store, _| {
-            changes::server(&*store, &name)?;
+            changes::server(store.store(), &name)?;
             Ok(store.baseline(&name)?)
         })
         .await?;
@@ -467,9 +471,9 @@ async fn observations(
         .clamp(1, MAX_OBSERVATIONS);
     let json = state
         .with_store(move |store, inner| {
-            changes::server(&*store, &name)?;
-            let (steps, more) = changes::recent(&*store, &inner.grader, &name, limit)?;
-            let reviews = changes::reviews(&*store, &name)?;
+            changes::server(store.store(), &name)?;
+            let (steps, more) = changes::recent(store.store(), &inner.grader, &name, limit)?;
+            let reviews = changes::reviews(store.store(), &name)?;
             let list: Vec<ObservationJson> = steps
                 .iter()
                 .rev()

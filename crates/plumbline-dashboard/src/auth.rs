@@ -28,7 +28,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use plumbline_store::digest;
+use plumbline_history::digest;
 
 use crate::error::Failure;
 use crate::AppState;

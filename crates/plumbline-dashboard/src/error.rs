@@ -3,7 +3,7 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use plumbline_store::StoreError;
+use plumbline_history::StoreError;
 
 /// Why a request failed, with a message for people.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -50,7 +50,7 @@ use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
-use plumbline_store::{SqliteStore, StoreError};
+use plumbline_history::{History, StoreError};
 use plumbline_taxonomy::Taxonomy;
 
 pub use auth::{constant_time_eq, SESSION_COOKIE};
@@ -111,7 +111,7 @@ pub struct AppState {
 pub(crate) struct Inner {
     /// One connection, used on blocking threads one request at a time;
     /// SQLite's WAL lets the watcher write meanwhile.
-    store: Mutex<SqliteStore>,
+    store: Mutex<History>,
     /// Reads the grades the history recorded; grades only a change page's
     /// one change (its evidence), and what the store lacks, in memory.
     pub(crate) grader: plumbline_history::Grader,
@@ -129,7 +129,7 @@ pub const COSTLY_AT_ONCE: usize = 2;
 
 impl AppState {
     /// The dashboard over `store`.
-    pub fn new(store: SqliteStore, options: Options) -> Result<AppState, DashboardError> {
+    pub fn new(store: History, options: Options) -> Result<AppState, DashboardError> {
         let mut secret = [0u8; 32];
         getrandom::fill(&mut secret).map_err(DashboardError::Random)?;
         Ok(AppState {
@@ -145,7 +145,7 @@ impl AppState {
 
     /// The dashboard over the store file at `path`.
     pub fn open(path: &Path, options: Options) -> Result<AppState, DashboardError> {
-        AppState::new(SqliteStore::open(path)?, options)
+        AppState::new(History::open(path)?, options)
     }
 
     /// The taxonomy every change is graded with.
@@ -164,7 +164,7 @@ impl AppState {
     pub(crate) async fn with_store<T, F>(&self, f: F) -> Result<T, Failure>
     where
         T: Send + 'static,
-        F: FnOnce(&mut SqliteStore, &Inner) -> Result<T, Failure> + Send + 'static,
+        F: FnOnce(&mut History, &Inner) -> Result<T, Failure> + Send + 'static,
     {
         let state = self.clone();
         blocking(move || {

@@ -14,13 +14,13 @@ impl<'de> serde::Deserialize<'de> for ToolName {
     }
 }
 
-pub use plumbline_store::time::utc;
+pub use plumbline_history::time::utc;
 
 /// A moment for people: how long ago (or how soon), with the exact UTC
 /// time on hover and in `datetime`.
 pub fn when(ms: i64) -> maud::Markup {
     let exact = utc(ms);
-    maud::html! { time datetime=(exact) title=(exact) { (relative(ms, plumbline_store::time::now_ms())) } }
+    maud::html! { time datetime=(exact) title=(exact) { (relative(ms, plumbline_history::time::now_ms())) } }
 }
 
 /// `ms` relative to `now`: "just now", "5 min ago", "3 h ago", "2 days

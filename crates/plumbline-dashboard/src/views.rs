@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use plumbline_store::{
-    Baseline, NewReview, Observation, ObservationId, Review, ReviewStatus, Store,
+use plumbline_history::{
+    Baseline, History, NewReview, Observation, ObservationId, Review, ReviewStatus,
 };
 use plumbline_taxonomy::json::Value;
 
@@ -35,16 +35,16 @@ pub(crate) struct ObservationView {
 }
 
 pub(crate) fn observation_view(
-    store: &impl Store,
+    store: &History,
     inner: &crate::Inner,
     server: &str,
     id: &str,
 ) -> Result<ObservationView, Failure> {
-    changes::server(store, server)?;
+    changes::server(store.store(), server)?;
     let id = observation_id(id)?;
-    let observation = changes::observation_of(store, server, id)?;
-    let step = changes::step(store, &inner.grader, &observation.summary)?;
-    let reviews = changes::reviews(store, server)?;
+    let observation = changes::observation_of(store.store(), server, id)?;
+    let step = changes::step(store.store(), &inner.grader, &observation.summary)?;
+    let reviews = changes::reviews(store.store(), server)?;
     Ok(ObservationView {
         observation,
         step,
@@ -55,16 +55,16 @@ pub(crate) fn observation_view(
 /// What grading one change needs, read while holding the store (grading
 /// comes after letting it go), and the change's verdict.
 pub(crate) fn change_inputs_view(
-    store: &impl Store,
+    store: &History,
     inner: &crate::Inner,
     server: &str,
     id: &str,
     tool: &str,
 ) -> Result<(changes::ChangeInputs, Option<Review>), Failure> {
-    changes::server(store, server)?;
+    changes::server(store.store(), server)?;
     let id = observation_id(id)?;
-    let inputs = changes::change_inputs(store, &inner.grader, server, id, tool)?;
-    let review = changes::reviews(store, server)?.remove(&(id, tool.to_owned()));
+    let inputs = changes::change_inputs(store.store(), &inner.grader, server, id, tool)?;
+    let review = changes::reviews(store.store(), server)?.remove(&(id, tool.to_owned()));
     Ok((inputs, review))
 }
 
@@ -116,13 +116,13 @@ pub(crate) async fn record_verdict(
     verdict: Verdict,
 ) -> Result<(Review, Option<Baseline>), Failure> {
     let (reviewer, note) = checked(state, verdict.reviewer, verdict.note)?;
-    let at_ms = plumbline_store::time::now_ms();
+    let at_ms = plumbline_history::time::now_ms();
     state
         .with_store(move |store, inner| {
-            changes::server(&*store, &server)?;
+            changes::server(store.store(), &server)?;
             let id = observation_id(&id)?;
             // The change must exist: a verdict on nothing is refused.
-            let detail = changes::change(&*store, &inner.grader, &server, id, &tool)?;
+            let detail = changes::change(store.store(), &inner.grader, &server, id, &tool)?;
             let review = NewReview {
                 observation: id,
                 tool: tool.clone(),
@@ -169,22 +169,22 @@ pub(crate) struct ToolView {
     pub tool: String,
     /// The latest version seen: the observation it first appeared at, its
     /// digest and definition.
-    pub latest: Option<(ObservationId, plumbline_store::Digest, Value)>,
+    pub latest: Option<(ObservationId, plumbline_history::Digest, Value)>,
     /// Whether the latest successful observation lists the tool.
     pub listed_now: bool,
-    pub baseline: Option<plumbline_store::BaselineTool>,
-    pub history: Vec<plumbline_store::ToolHistoryEntry>,
+    pub baseline: Option<plumbline_history::BaselineTool>,
+    pub history: Vec<plumbline_history::ToolHistoryEntry>,
     /// Observations at which the tool has a change, for links.
     pub changes_at: std::collections::BTreeSet<ObservationId>,
 }
 
 pub(crate) fn tool_view(
-    store: &impl Store,
+    store: &History,
     inner: &crate::Inner,
     server: &str,
     tool: &str,
 ) -> Result<ToolView, Failure> {
-    changes::server(store, server)?;
+    changes::server(store.store(), server)?;
     let history = store.tool_history(server, tool)?;
     if history.is_empty() {
         return Err(Failure::NotFound(format!(
@@ -211,7 +211,7 @@ pub(crate) fn tool_view(
     let baseline = store
         .baseline(server)?
         .and_then(|mut b| b.tools.remove(tool));
-    let changes_at = changes::history(store, &inner.grader, server)?
+    let changes_at = changes::history(store.store(), &inner.grader, server)?
         .into_iter()
         .filter(|s| s.changes.tools.iter().any(|t| t.name == tool))
         .map(|s| s.summary.id)
@@ -250,12 +250,13 @@ pub(crate) async fn review_all(
 ) -> Result<ReviewedAll, Failure> {
     let (reviewer, note) = checked(state, verdict.reviewer, verdict.note)?;
     let status = verdict.status;
-    let at_ms = plumbline_store::time::now_ms();
+    let at_ms = plumbline_history::time::now_ms();
     state
         .with_store(move |store, inner| {
-            changes::server(&*store, &server)?;
+            changes::server(store.store(), &server)?;
             let observation = observation_id(&id)?;
-            let all = changes::baseline_edits_all(&*store, &inner.grader, &server, observation)?;
+            let all =
+                changes::baseline_edits_all(store.store(), &inner.grader, &server, observation)?;
             if all.is_empty() {
                 return Err(Failure::BadRequest(format!(
                     "observation {observation} has no change to review"

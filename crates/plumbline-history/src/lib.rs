@@ -12,7 +12,9 @@
 //! the stored raw bytes, by the same code ([`read::change`]).
 //!
 //! Only this crate calls the classifier for stored observations. It does
-//! no network I/O and holds no connection: callers pass the store.
+//! no network I/O. [`History`] is the one way into the store for the
+//! watcher, the dashboard and the CLI: they open one where the history is
+//! kept and pass its store to the functions here.
 //!
 //! - [`record`]: recording observations and grading their drift.
 //! - [`read`]: timelines, changes, overviews, reviews and baselines.
@@ -20,6 +22,7 @@
 //! - [`alerts`]: what each recorded observation alerts, to which channel.
 
 pub mod alerts;
+mod handle;
 pub mod links;
 pub mod read;
 pub mod record;
@@ -27,9 +30,17 @@ pub mod summary;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use plumbline_store::{Digest, Store, StoreError};
+use plumbline_store::Store;
 use plumbline_taxonomy::{Classifier, Taxonomy};
 
+pub use handle::History;
+/// The store's model, as this history's callers build and read it.
+pub use plumbline_store::{
+    default_path, digest, project_path, time, AlertCounts, AlertId, Baseline, BaselineEdit,
+    BaselineTool, Digest, NewAlert, NewObservation, NewReview, NormalizedTool, NormalizedValue,
+    Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind,
+    RawTool, Review, ReviewStatus, Server, StoreError, ToolHistoryEntry,
+};
 pub use read::{Changes, ToolChange};
 pub use record::{record, Observed, Recorded};
 

@@ -5,9 +5,9 @@ use anyhow::Result;
 use plumbline_alert::Alert;
 use plumbline_config::{ChannelConfig, Config};
 use plumbline_history::alerts::{decide, Channel, Notice};
+use plumbline_history::time::now_ms;
 use plumbline_history::Recorded;
-use plumbline_store::time::now_ms;
-use plumbline_store::{NewAlert, SqliteStore, Store};
+use plumbline_history::{History, NewAlert};
 use plumbline_taxonomy::Taxonomy;
 
 /// The channels of `config`, as the alert policy sees them.
@@ -25,7 +25,7 @@ pub fn channels(config: &Config) -> Vec<Channel> {
 /// Queues the alerts of each recorded observation; returns the channels
 /// that got new ones (to wake their delivery).
 pub fn enqueue(
-    store: &mut SqliteStore,
+    store: &mut History,
     config: &Config,
     recorded: &[Recorded],
     taxonomy: Taxonomy,
@@ -33,7 +33,7 @@ pub fn enqueue(
     let policy = channels(config);
     let mut woken = Vec::new();
     for r in recorded {
-        for decision in decide(store, r, &policy)? {
+        for decision in decide(store.store(), r, &policy)? {
             let mut alert = match &decision.notice {
                 Notice::Failure { error } => Alert::failure(&r.server, r.observation.0, error),
                 Notice::Recovery => Alert::recovery(&r.server, r.observation.0),
@@ -42,7 +42,7 @@ pub fn enqueue(
                 }
             };
             alert.reached_differently = r.reached_differently.clone();
-            alert.at = Some(plumbline_store::time::utc(r.finished_at_ms));
+            alert.at = Some(plumbline_history::time::utc(r.finished_at_ms));
             alert.previous_observation = r.previous.map(|p| p.0);
             alert.link = config.watch.dashboard_url.as_deref().map(|base| {
                 format!(

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use plumbline_alert::{post_body, run_hook, Hook, WebhookFormat};
 use plumbline_config::{AlertConfig, Config, Target};
-use plumbline_store::time::now_ms;
-use plumbline_store::{OutboxAlert, SqliteStore, Store};
+use plumbline_history::time::now_ms;
+use plumbline_history::{History, OutboxAlert};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -203,7 +203,7 @@ struct Delivery {
     channel: String,
     target: Target,
     policy: Policy,
-    store: SqliteStore,
+    store: History,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     jitter: Jitter,
@@ -218,7 +218,7 @@ impl Delivery {
         client: reqwest::Client,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Delivery> {
-        let store = SqliteStore::open(store)
+        let store = History::open(store)
             .map_err(|e| anyhow::anyhow!("alert channel {channel:?}: opening the store: {e}"))?;
         Ok(Delivery {
             jitter: Jitter::seeded(&channel),

@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use plumbline_config::Config;
+use plumbline_history::time::now_ms;
+use plumbline_history::History;
 use plumbline_history::{Grader, Recorded};
-use plumbline_store::time::now_ms;
-use plumbline_store::{SqliteStore, Store};
 use plumbline_taxonomy::Taxonomy;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
@@ -283,14 +283,14 @@ pub async fn daemon(options: &Options) -> Result<()> {
 /// How often the loop shows it is alive and refreshes the outbox gauges.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-fn open(options: &Options) -> Result<SqliteStore> {
-    SqliteStore::open(&options.store)
+fn open(options: &Options) -> Result<History> {
+    History::open(&options.store)
         .with_context(|| format!("opening the store {}", options.store.display()))
 }
 
 /// Records collected listings (graded once), logs and counts them.
 fn process(
-    store: &mut SqliteStore,
+    store: &mut History,
     grader: &Grader,
     metrics: &Metrics,
     collected: Vec<Collected>,
@@ -350,7 +350,7 @@ fn log_observation(r: &Recorded) {
 
 /// Gives up on the pending alerts of channels no longer configured,
 /// saying so: kept as failed, never dropped silently.
-fn retire_unconfigured(store: &mut SqliteStore, config: &Config) -> Result<()> {
+fn retire_unconfigured(store: &mut History, config: &Config) -> Result<()> {
     for (channel, pending) in store.pending_alert_channels()? {
         if config.alerts.iter().any(|a| a.name == channel) {
             continue;
@@ -367,7 +367,7 @@ fn retire_unconfigured(store: &mut SqliteStore, config: &Config) -> Result<()> {
     Ok(())
 }
 
-fn refresh_outbox(store: &SqliteStore, metrics: &Metrics) {
+fn refresh_outbox(store: &History, metrics: &Metrics) {
     match store.alert_counts() {
         Ok(c) => metrics.outbox(c.pending, c.failed),
         Err(e) => tracing::error!(error = %e, "reading the alert outbox"),

@@ -237,7 +237,7 @@ pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             get(move || {
                 let metrics = Arc::clone(&health);
                 async move {
-                    match metrics.lag(plumbline_store::time::now_ms()) {
+                    match metrics.lag(plumbline_history::time::now_ms()) {
                         None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
                         Some(lag) => (
                             axum::http::StatusCode::SERVICE_UNAVAILABLE,

@@ -9,18 +9,18 @@ use std::sync::Arc;
 use anyhow::Result;
 use plumbline_drift::Drift;
 use plumbline_history::{Grader, Observed, Recorded};
-use plumbline_mcp::{list_tools, Limits, Listing, ListingProblem, ServerSpec};
-use plumbline_store::{
-    NewObservation, NormalizedTool, NormalizedValue, Outcome as StoreOutcome, Problem, ProblemKind,
-    RawTool, SqliteStore,
+use plumbline_history::{
+    History, NewObservation, NormalizedTool, NormalizedValue, Outcome as StoreOutcome, Problem,
+    ProblemKind, RawTool,
 };
+use plumbline_mcp::{list_tools, Limits, Listing, ListingProblem, ServerSpec};
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::Severity;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
 use plumbline_config::{Normalizer, ServerConfig};
-use plumbline_store::time::now_ms;
+use plumbline_history::time::now_ms;
 
 /// One server's listing, or why there is none.
 pub struct Collected {
@@ -420,7 +420,7 @@ impl Report {
 /// Records each collected listing through the history (graded once) and
 /// reports them worst first: failures, then by severity, then by name.
 pub fn record(
-    store: &mut SqliteStore,
+    store: &mut History,
     grader: &Grader,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
@@ -429,7 +429,7 @@ pub fn record(
 
 /// Records each collected listing through the history, in order.
 pub fn record_all(
-    store: &mut SqliteStore,
+    store: &mut History,
     grader: &Grader,
     collected: &[Collected],
 ) -> Result<Vec<Recorded>> {
@@ -440,7 +440,7 @@ pub fn record_all(
             observation: new_observation(c),
         })
         .collect();
-    Ok(plumbline_history::record(store, grader, batch)?)
+    Ok(plumbline_history::record(store.store_mut(), grader, batch)?)
 }
 
 /// What was recorded, as reports, worst first: failures, then by

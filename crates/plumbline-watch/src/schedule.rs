@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use plumbline_config::Config;
-use plumbline_store::time::now_ms;
-use plumbline_store::{SqliteStore, Store};
+use plumbline_history::time::now_ms;
+use plumbline_history::History;
 use tokio::time::Instant;
 
 /// A small generator for jitter; nothing here needs cryptographic quality.
@@ -68,11 +68,11 @@ impl Schedule {
 
 /// When a server is first due: a server observed recently waits out the
 /// rest of its interval instead of being observed again at once.
-pub(crate) fn first_due(store: &SqliteStore, name: &str, schedule: &Schedule) -> Result<Instant> {
+pub(crate) fn first_due(store: &History, name: &str, schedule: &Schedule) -> Result<Instant> {
     let last = match store.timeline(name, 1) {
         Ok(timeline) => timeline.into_iter().next(),
         // Never observed: not in the store yet.
-        Err(plumbline_store::StoreError::UnknownServer { .. }) => None,
+        Err(plumbline_history::StoreError::UnknownServer { .. }) => None,
         Err(e) => return Err(e.into()),
     };
     Ok(match last {

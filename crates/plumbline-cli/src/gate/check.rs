@@ -187,7 +187,7 @@ fn listed_servers(tools: Option<&Path>, config: &Path) -> Result<Vec<String>> {
 /// The store's baselines as a lock: every server with one (or those in
 /// `only`), each tool at its accepted canonical version.
 pub(crate) fn lock_from_store(
-    store: &impl plumbline_store::Store,
+    store: &plumbline_history::History,
     only: &[String],
     taxonomy: Taxonomy,
 ) -> Result<LockFile> {

@@ -259,10 +259,10 @@ pub(super) async fn raw(
     crate::not_cross_site(&headers)?;
     let (bytes, file) = state
         .with_store(move |store, _| {
-            changes::server(&*store, &name)?;
+            changes::server(store.store(), &name)?;
             let id = views::observation_id(&id)?;
-            let observation = changes::observation_of(&*store, &name, id)?;
-            let bytes = changes::tool_bytes(&*store, &observation, &tool)?
+            let observation = changes::observation_of(store.store(), &name, id)?;
+            let bytes = changes::tool_bytes(store.store(), &observation, &tool)?
                 .into_iter()
                 .next()
                 .ok_or_else(|| {

@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use maud::{html, Markup, DOCTYPE};
 use plumbline_drift::Change;
-use plumbline_store::{ObservationId, Outcome, Review, Store};
+use plumbline_history::{ObservationId, Outcome, Review};
 use plumbline_taxonomy::diff::{diff as structural_diff, ChangeKind};
 use plumbline_taxonomy::json::{Object, Value};
 use plumbline_taxonomy::{Detail, Evidence, RuleId, Severity, Taxonomy};
@@ -266,7 +266,7 @@ fn review_label(review: Option<&Review>) -> Markup {
     }
 }
 
-fn short(d: &plumbline_store::Digest) -> String {
+fn short(d: &plumbline_history::Digest) -> String {
     d.to_string().chars().take(12).collect()
 }
 

@@ -1,7 +1,7 @@
 //! One observation: its tools, changes and problems.
 
 use super::*;
-use plumbline_store::ReviewStatus;
+use plumbline_history::ReviewStatus;
 
 pub(super) async fn observation(
     State(state): State<AppState>,

@@ -12,8 +12,8 @@ pub(super) async fn overview(
         .unwrap_or(Sort::Drift);
     let (mut rows, failed_alerts) = state
         .with_store(|store, inner| {
-            let rows = changes::overview(&*store, &inner.grader)?;
-            let failed = plumbline_store::Store::failed_alerts(&*store, FAILED_ALERTS_SHOWN)?;
+            let rows = changes::overview(store.store(), &inner.grader)?;
+            let failed = store.failed_alerts(FAILED_ALERTS_SHOWN)?;
             Ok((rows, failed))
         })
         .await?;

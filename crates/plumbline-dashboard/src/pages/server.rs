@@ -9,13 +9,13 @@ pub(super) async fn server(
     let view_name = name.clone();
     let (server, steps, reviews, baseline, current) = state
         .with_store(move |store, inner| {
-            let server = changes::server(&*store, &name)?;
-            let steps = changes::recent(&*store, &inner.grader, &name, TIMELINE_ROWS)?;
-            let reviews = changes::reviews(&*store, &name)?;
+            let server = changes::server(store.store(), &name)?;
+            let steps = changes::recent(store.store(), &inner.grader, &name, TIMELINE_ROWS)?;
+            let reviews = changes::reviews(store.store(), &name)?;
             let baseline = store.baseline(&name)?;
             let (current, info) = match store.latest_successful(&name, None)? {
                 Some(s) => {
-                    let o = changes::observation_of(&*store, &name, s.id)?;
+                    let o = changes::observation_of(store.store(), &name, s.id)?;
                     let info = server_info(o.server_info.as_deref());
                     let mut names: Vec<String> =
                         o.tools.into_iter().filter_map(|t| t.name).collect();
