@@ -157,11 +157,14 @@ pub struct EvaluateArgs {
 /// Where the observations are kept.
 #[derive(Debug, Args)]
 pub struct StoreArg {
-    /// The store file (default: $PLUMBLINE_STORE, else the project's own
-    /// store, DATA/plumbline/projects/FOLDER-HASH/plumbline.db, where the
-    /// project is the folder of plumbline.toml and DATA is $XDG_DATA_HOME
-    /// or ~/.local/share).
-    #[arg(id = "store", long = "store", value_name = "PATH")]
+    /// The store: a file path or sqlite:PATH (default: $PLUMBLINE_STORE,
+    /// else the project's own store,
+    /// DATA/plumbline/projects/FOLDER-HASH/plumbline.db, where the project
+    /// is the folder of plumbline.toml and DATA is $XDG_DATA_HOME or
+    /// ~/.local/share).
+    // Read as a store location by `commands::store_path`, not by clap,
+    // whose error would repeat a URL's password.
+    #[arg(id = "store", long = "store", value_name = "LOCATION")]
     pub path: Option<PathBuf>,
 }
 

@@ -57,7 +57,13 @@ pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<Histo
 /// history by accident.
 pub fn store_path(path: Option<&Path>, registry: &Path) -> Result<std::path::PathBuf> {
     Ok(match path {
-        Some(p) => p.to_path_buf(),
+        // A store location (`sqlite:PATH`; a PostgreSQL URL is refused
+        // with its password left out); a path that is not Unicode is a
+        // path.
+        Some(p) => match p.to_str() {
+            Some(text) => plumbline_history::Location::parse(text)?.into_sqlite_path(),
+            None => p.to_path_buf(),
+        },
         None => plumbline_history::project_path(&project_folder(registry)?)?,
     })
 }

@@ -172,7 +172,7 @@ The project's store (under \fB$XDG_DATA_HOME\fR when set).
 The registry, instead of ./plumbline.toml.
 .TP
 \fBPLUMBLINE_STORE\fR
-One store shared on purpose, instead of the project's.
+One store shared on purpose, instead of the project's: a file path or sqlite:PATH.
 .TP
 \fBPLUMBLINE_TOKEN\fR
 The dashboard's access token (\fBserve\fR).

@@ -941,3 +941,38 @@ fn a_normalisation_rule_that_hides_an_added_instruction_is_warned_about() {
         text(&o2)
     );
 }
+
+#[test]
+fn a_store_location_is_a_path_or_sqlite_url_and_postgresql_is_refused_plainly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write_config(d, 1, false);
+    // `sqlite:PATH` is the file PATH, as `--store` and as PLUMBLINE_STORE.
+    let observed = plumbline(d, &["observe", "--store", "sqlite:team.db"]);
+    assert_eq!(observed.status.code(), Some(0), "{}", text(&observed));
+    assert!(d.join("team.db").is_file());
+    let log = plumbline(d, &["log", "shop", "--store", "team.db"]);
+    assert_eq!(log.status.code(), Some(0), "{}", text(&log));
+    let by_variable = common::plumbline_env(
+        d,
+        &["log", "shop"],
+        &[("PLUMBLINE_STORE", "sqlite://team.db")],
+    );
+    assert_eq!(by_variable.status.code(), Some(0), "{}", text(&by_variable));
+    // A PostgreSQL URL is not a file name, and its password is never shown.
+    let url = "postgres://team:s3cret@127.0.0.1:5432/plumbline";
+    for out in [
+        plumbline(d, &["observe", "--store", url]),
+        plumbline(d, &["log", "--store", url]),
+        common::plumbline_env(d, &["observe"], &[("PLUMBLINE_STORE", url)]),
+    ] {
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(
+            said.contains("PostgreSQL stores are not supported"),
+            "{said}"
+        );
+        assert!(!said.contains("s3cret"), "{said}");
+    }
+    assert!(!d.join("postgres:").exists());
+}

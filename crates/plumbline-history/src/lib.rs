@@ -37,9 +37,9 @@ pub use handle::History;
 /// The store's model, as this history's callers build and read it.
 pub use plumbline_store::{
     default_path, digest, project_path, time, AlertCounts, AlertId, Baseline, BaselineEdit,
-    BaselineTool, Digest, NewAlert, NewObservation, NewReview, NormalizedTool, NormalizedValue,
-    Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind,
-    RawTool, Review, ReviewStatus, Server, StoreError, ToolHistoryEntry,
+    BaselineTool, Digest, Location, NewAlert, NewObservation, NewReview, NormalizedTool,
+    NormalizedValue, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
+    ProblemKind, RawTool, Review, ReviewStatus, Server, StoreError, ToolHistoryEntry,
 };
 pub use read::{Changes, ToolChange};
 pub use record::{record, Observed, Recorded};

@@ -50,6 +50,11 @@ pub enum StoreError {
     #[error("no default store path: neither PLUMBLINE_STORE, XDG_DATA_HOME nor HOME is set")]
     NoDefaultPath,
 
+    /// A store location that names no store this build can open (its
+    /// password, if it had one, left out).
+    #[error("the store location {location:?} cannot be used: {reason}")]
+    Location { location: String, reason: String },
+
     #[error("the identity of server {server:?} is not a JSON object")]
     InvalidIdentity {
         server: String,

@@ -85,6 +85,7 @@
 
 pub use plumbline_base::canonical;
 mod error;
+mod location;
 pub mod model;
 mod sqlite;
 pub mod time;
@@ -93,6 +94,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub use error::{BackendError, StoreError};
+pub use location::Location;
 pub use model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
     NewReview, Normalized, NormalizedTool, NormalizedValue, Observation, ObservationId,
@@ -312,10 +314,19 @@ pub fn project_path(project: &Path) -> Result<PathBuf, StoreError> {
 /// [`default_path`] over any environment, so the rules are testable
 /// without changing the process environment.
 fn default_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, StoreError> {
-    if let Some(path) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(path));
+    if let Some(location) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
+        return from_variable(location);
     }
     Ok(data_dir(&env)?.join("plumbline.db"))
+}
+
+/// `PLUMBLINE_STORE`'s store: a store location ([`Location`]); a value
+/// that is not Unicode is a path.
+fn from_variable(value: OsString) -> Result<PathBuf, StoreError> {
+    match value.into_string() {
+        Ok(text) => Ok(Location::parse(&text)?.into_sqlite_path()),
+        Err(path) => Ok(PathBuf::from(path)),
+    }
 }
 
 /// [`project_path`] over any environment.
@@ -323,8 +334,8 @@ fn project_path_from(
     project: &Path,
     env: impl Fn(&str) -> Option<OsString>,
 ) -> Result<PathBuf, StoreError> {
-    if let Some(path) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(path));
+    if let Some(location) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
+        return from_variable(location);
     }
     let folder: String = project
         .file_name()
@@ -412,6 +423,26 @@ mod tests {
             ("HOME", "/home/u"),
         ];
         assert_eq!(default_path_from(env(&vars)).ok(), Some("/srv/p.db".into()));
+    }
+
+    #[test]
+    fn plumbline_store_variable_is_a_store_location() {
+        let vars = [("PLUMBLINE_STORE", "sqlite:///srv/team.db"), ("HOME", "/h")];
+        assert_eq!(
+            default_path_from(env(&vars)).ok(),
+            Some("/srv/team.db".into())
+        );
+        let project = Path::new("/work/p");
+        assert_eq!(
+            project_path_from(project, env(&vars)).ok(),
+            Some("/srv/team.db".into())
+        );
+        // Not a file named after a URL.
+        let vars = [("PLUMBLINE_STORE", "postgres://h/db"), ("HOME", "/h")];
+        assert!(matches!(
+            project_path_from(project, env(&vars)),
+            Err(StoreError::Location { .. })
+        ));
     }
 
     #[test]
