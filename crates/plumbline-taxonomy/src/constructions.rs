@@ -130,6 +130,8 @@ pub struct Constructions {
     /// A bit per [`word_key`] of some entry word: most words of a
     /// sentence are in no slot, and this rules them out without hashing.
     keys: Box<[u64; 1024]>,
+    /// The bits of `tag.authority` and `tag.modifier`.
+    tag_bits: (u64, u64),
 }
 
 impl Default for Constructions {
@@ -142,6 +144,7 @@ impl Default for Constructions {
             multi_by_first: FxHashMap::default(),
             anchors: FxHashMap::default(),
             keys: Box::new([0; 1024]),
+            tag_bits: (0, 0),
         }
     }
 }
@@ -234,6 +237,8 @@ impl Constructions {
                 }
             }
         }
+        let slot_bit = |name: &str| c.slots.iter().position(|s| s == name).map_or(0, |i| 1 << i);
+        c.tag_bits = (slot_bit("tag.authority"), slot_bit("tag.modifier"));
         for word in c.bits.keys() {
             let key = word_key(word.as_bytes());
             c.keys[key / 64] |= 1 << (key % 64);
@@ -249,12 +254,31 @@ impl Constructions {
             .map_or(0, |i| 1 << i)
     }
 
+    /// The constructions `lowered_entry` anchors, one bit per [`Kind`]
+    /// (`1 << kind as u32`): one lookup for every kind a rule reads.
+    pub fn anchored_kinds(&self, lowered_entry: &str) -> u32 {
+        self.anchors
+            .get(lowered_entry)
+            .map_or(0, |kinds| kinds.iter().fold(0, |m, &k| m | (1 << k as u32)))
+    }
+
     /// Whether `lowered_entry` is an anchor entry of `kind` (an entry may
     /// anchor several constructions: "ignored").
     pub fn anchors(&self, lowered_entry: &str, kind: Kind) -> bool {
         self.anchors
             .get(lowered_entry)
             .is_some_and(|kinds| kinds.contains(&kind))
+    }
+
+    /// The bits of the slots `tag.authority` and `tag.modifier` (R17's
+    /// tags, draft 5), for [`Constructions::word_bits`].
+    pub fn tag_bits(&self) -> (u64, u64) {
+        self.tag_bits
+    }
+
+    /// The slot bits of `word` (lowered).
+    pub fn word_bits(&self, word: &str) -> u64 {
+        self.bits.get(word).copied().unwrap_or(0)
     }
 
     /// Whether `word` (lowered) is a call word of the order construction.

@@ -337,6 +337,17 @@ impl<'a> Context<'a> {
 /// for each phrase of `category` that occurs (word-bounded, C8) in a
 /// changed human-readable field's new value and not in its old value.
 pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule: RuleId) -> Found {
+    newly_present_phrases_where(ctx, category, rule, |_, _| true)
+}
+
+/// [`newly_present_phrases`] of the occurrences `keep` keeps, given the
+/// field's lowered new value and where the phrase starts in it.
+pub(crate) fn newly_present_phrases_where(
+    ctx: &Context<'_>,
+    category: Category,
+    rule: RuleId,
+    keep: impl Fn(&str, usize) -> bool,
+) -> Found {
     let mut found = Vec::new();
     let Some(lexicon) = ctx.lexicon() else {
         return found;
@@ -347,7 +358,7 @@ pub(crate) fn newly_present_phrases(ctx: &Context<'_>, category: Category, rule:
             continue;
         }
         for h in new.lexicon.iter().filter(|h| h.category == category) {
-            if f.old_holds(lexicon, category, h.index) {
+            if f.old_holds(lexicon, category, h.index) || !keep(&new.lowered, h.start) {
                 continue;
             }
             found.push(Evidence {
@@ -388,7 +399,7 @@ pub(crate) fn newly_present(
 /// human-readable field's new value holds and no sentence of its old
 /// value does. Only a field whose new value holds one of the
 /// construction's anchor entries is read.
-fn newly_present_constructions(
+pub(crate) fn newly_present_constructions(
     ctx: &Context<'_>,
     kinds: &[crate::constructions::Kind],
     rule: RuleId,
@@ -399,9 +410,24 @@ fn newly_present_constructions(
         return found;
     };
     let constructions = lexicon.constructions();
+    let wanted = kinds.iter().fold(0u32, |m, &k| m | (1 << k as u32));
     for f in ctx.changed_fields() {
         let scan = f.new_scan(ctx.phrases);
+        // One lookup per anchor found: most fields anchor none of `kinds`.
+        let anchored = scan
+            .lexicon
+            .iter()
+            .filter(|h| h.category == Category::Anchor)
+            .fold(0, |m, h| {
+                m | constructions.anchored_kinds(lexicon.lowered(h.category, h.index))
+            });
+        if anchored & wanted == 0 {
+            continue;
+        }
         for &kind in kinds {
+            if anchored & (1 << kind as u32) == 0 {
+                continue;
+            }
             let present: Vec<&str> = scan
                 .lexicon
                 .iter()
