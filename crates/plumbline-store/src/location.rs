@@ -27,11 +27,40 @@ impl Location {
         if text.is_empty() {
             return Err(refuse("it is empty".to_owned()));
         }
-        if let Some(rest) = text.strip_prefix("sqlite:") {
-            let path = rest.strip_prefix("//").unwrap_or(rest);
-            if path.is_empty() {
-                return Err(refuse("`sqlite:` names no file".to_owned()));
-            }
+        // A libpq connection string (`host=… password=…`) is not a file
+        // name: say so without repeating any of it.
+        if text.split_whitespace().any(|pair| {
+            pair.split_once('=').is_some_and(|(key, _)| {
+                matches!(
+                    key,
+                    "host" | "hostaddr" | "port" | "dbname" | "user" | "password" | "sslmode"
+                )
+            })
+        }) {
+            return Err(StoreError::Location {
+                location: "(a PostgreSQL connection string)".to_owned(),
+                reason: "PostgreSQL stores are not supported by this build of plumbline yet; \
+                         use a file path or sqlite:PATH"
+                    .to_owned(),
+            });
+        }
+        let sqlite = text
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+            .map(|_| &text[7..]);
+        let path = match sqlite {
+            Some(rest) => rest.strip_prefix("//").unwrap_or(rest),
+            None => text,
+        };
+        if path.is_empty() {
+            return Err(refuse("`sqlite:` names no file".to_owned()));
+        }
+        // SQLite's name for a database kept in memory: a history that
+        // keeps nothing would pass every read as empty.
+        if path == ":memory:" || path.starts_with("file::memory:") {
+            return Err(refuse("an in-memory store keeps nothing".to_owned()));
+        }
+        if sqlite.is_some() {
             return Ok(Location::Sqlite(PathBuf::from(path)));
         }
         if let Some((scheme, _)) = text.split_once("://") {
@@ -66,23 +95,23 @@ impl Location {
     }
 }
 
-/// `text` without the password of a URL's user information
-/// (`scheme://user:secret@host` → `scheme://user:…@host`): a location is
+/// `text` without what may hold a password: a URL's user information
+/// (everything up to its last `@`: a password may hold `/`, `?` or `@`)
+/// and its query (`?password=…`): `scheme://…@host/db?…`. A location is
 /// shown in errors and logs, a password never.
 fn redacted(text: &str) -> String {
     let Some((scheme, rest)) = text.split_once("://") else {
         return text.to_owned();
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let hidden = if userinfo.contains(':') { ":…" } else { "" };
-            format!("{scheme}://{user}{hidden}@{host}{tail}")
-        }
-        None => text.to_owned(),
-    }
+    let (user, rest) = match rest.rsplit_once('@') {
+        Some((_, host)) => ("…@", host),
+        None => ("", rest),
+    };
+    let (rest, query) = match rest.split_once('?') {
+        Some((before, _)) => (before, "?…"),
+        None => (rest, ""),
+    };
+    format!("{scheme}://{user}{rest}{query}")
 }
 
 impl std::str::FromStr for Location {
@@ -108,6 +137,7 @@ mod tests {
         assert_eq!(sqlite("sqlite:team.db"), PathBuf::from("team.db"));
         assert_eq!(sqlite("sqlite:///srv/p.db"), PathBuf::from("/srv/p.db"));
         assert_eq!(sqlite("sqlite://p.db"), PathBuf::from("p.db"));
+        assert_eq!(sqlite("SQLite:///x.db"), PathBuf::from("/x.db"));
         // A colon in a file name is not a scheme without `//`.
         assert_eq!(sqlite("backup:2026.db"), PathBuf::from("backup:2026.db"));
     }
@@ -122,12 +152,28 @@ mod tests {
             let e = Location::parse(url).unwrap_err().to_string();
             assert!(e.contains("PostgreSQL stores are not supported"), "{e}");
         }
-        // The message never repeats a password.
-        let e = Location::parse("postgres://team:s3cret@127.0.0.1:5432/h")
-            .unwrap_err()
-            .to_string();
-        assert!(!e.contains("s3cret"), "{e}");
-        assert!(e.contains("postgres://team:…@127.0.0.1:5432/h"), "{e}");
+        // The message never repeats a password, wherever the URL or a
+        // connection string puts it.
+        for (location, shown) in [
+            (
+                "postgres://team:s3cret@127.0.0.1:5432/h",
+                "postgres://…@127.0.0.1:5432/h",
+            ),
+            ("postgres://u:pa/s3cret@h/db", "postgres://…@h/db"),
+            ("postgres://u:a@s3cret@h/db", "postgres://…@h/db"),
+            ("postgresql:///db?password=s3cret", "postgresql:///db?…"),
+            (
+                "host=127.0.0.1 dbname=h password=s3cret",
+                "(a PostgreSQL connection string)",
+            ),
+        ] {
+            let e = Location::parse(location).unwrap_err().to_string();
+            assert!(!e.contains("s3cret"), "{e}");
+            assert!(e.contains(shown), "{e}");
+        }
+        // In memory, a history keeps nothing.
+        assert!(Location::parse("sqlite::memory:").is_err());
+        assert!(Location::parse(":memory:").is_err());
         let e = Location::parse("mysql://h/db").unwrap_err().to_string();
         assert!(e.contains("`mysql://` is not a store location"), "{e}");
         assert!(Location::parse("").is_err());

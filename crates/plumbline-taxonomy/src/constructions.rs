@@ -474,9 +474,13 @@ impl Constructions {
                 // object before it, and whose it was.
                 let (with, object) = (has("with"), has("object"));
                 let own = first("own")?;
+                // The first object word, looked for once (at the first
+                // anchor with a `with` word after it).
+                let mut object_at = None;
                 at.iter().find_map(|&(i, n)| {
                     (i + n..(i + n + 4).min(w.len())).find(|&j| with(j))?;
-                    let o = (0..i).find(|&j| object(j))?;
+                    let o = *object_at.get_or_insert_with(|| (0..w.len()).find(|&j| object(j)));
+                    let o = o.filter(|&o| o < i)?;
                     Some(format!("{} … {} … {own}", w[o], w[i..i + n].join(" ")))
                 })
             }

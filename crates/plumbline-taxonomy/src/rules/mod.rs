@@ -358,7 +358,18 @@ pub(crate) fn newly_present_phrases_where(
             continue;
         }
         for h in new.lexicon.iter().filter(|h| h.category == category) {
-            if f.old_holds(lexicon, category, h.index) || !keep(&new.lowered, h.start) {
+            // The old value holds the phrase where an occurrence it keeps
+            // does (R18: a forbidden one there does not count either).
+            if f.old_holds(lexicon, category, h.index) {
+                let old = f.old_lowered();
+                let phrase = lexicon.lowered(category, h.index);
+                let kept = memchr::memmem::find_iter(old.as_bytes(), phrase.as_bytes())
+                    .any(|at| lexicon::bounded(old, at, at + phrase.len()) && keep(old, at));
+                if kept {
+                    continue;
+                }
+            }
+            if !keep(&new.lowered, h.start) {
                 continue;
             }
             found.push(Evidence {

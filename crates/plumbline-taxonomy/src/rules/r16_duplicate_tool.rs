@@ -100,21 +100,33 @@ fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
     }
     // Draft 4: a copy kept whole inside a longer description, at any
     // length ("lengthened" with sentences before or after it).
+    // Words hold no space, so a run of words is a run of the joined text
+    // between spaces (found in linear time, not window by window).
     if !length_ok
         && shorter.len() >= MIN_WHOLE_COPY_WORDS
-        && longer.windows(shorter.len()).any(|run| run == shorter)
+        && memchr::memmem::find(
+            format!(" {} ", longer.join(" ")).as_bytes(),
+            format!(" {} ", shorter.join(" ")).as_bytes(),
+        )
+        .is_some()
     {
         return true;
     }
     close && word_distance(&mine.join(" "), &theirs.join(" ")).below_one_fifth()
 }
 
-/// The name words (2.11) of `a` that are not name words of `b`.
+/// The most name words of a tool's name read to tell tools apart (a
+/// hostile name may be a megabyte long; real ones have a handful).
+const MAX_NAME_WORDS: usize = 16;
+
+/// The name words (2.11) of `a` that are not name words of `b` (the
+/// first [`MAX_NAME_WORDS`] of each).
 fn own_name_words(a: &str, b: &str) -> Vec<String> {
     let theirs = super::name_words(b);
-    let theirs: Vec<&str> = theirs.split(' ').collect();
+    let theirs: Vec<&str> = theirs.split(' ').take(MAX_NAME_WORDS).collect();
     super::name_words(a)
         .split(' ')
+        .take(MAX_NAME_WORDS)
         .filter(|w| !w.is_empty() && !theirs.contains(w))
         .map(str::to_owned)
         .collect()

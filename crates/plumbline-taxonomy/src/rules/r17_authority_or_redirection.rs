@@ -30,9 +30,14 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         if new.is_empty() {
             continue;
         }
-        let old = authority_tags(constructions, f.old);
+        let old: rustc_hash::FxHashSet<String> = authority_tags(constructions, f.old)
+            .into_iter()
+            .map(|(_, words)| words)
+            .collect();
+        let mut seen = rustc_hash::FxHashSet::default();
         for (written, words) in new {
-            if old.iter().any(|(_, w)| *w == words) {
+            // Once per tag (its closing tag is the same one).
+            if old.contains(&words) || !seen.insert(words) {
                 continue;
             }
             found.push(Evidence {
@@ -83,14 +88,19 @@ fn authority_tags<'t>(c: &Constructions, text: &'t str) -> Vec<(&'t str, String)
         let name = &bytes[start..start + name_len];
         // Most bracketed text ("[FILE]", "[see the docs]") fails on its
         // first word, looked up without building the name words.
-        let first_len = (0..name.len())
+        let lead = name
+            .iter()
+            .take_while(|b| !b.is_ascii_alphanumeric())
+            .count();
+        let word = &name[lead..];
+        let first_len = (0..word.len())
             .find(|&i| {
-                !name[i].is_ascii_alphanumeric()
-                    || (i > 0 && name[i].is_ascii_uppercase() && name[i - 1].is_ascii_lowercase())
+                !word[i].is_ascii_alphanumeric()
+                    || (i > 0 && word[i].is_ascii_uppercase() && word[i - 1].is_ascii_lowercase())
             })
-            .unwrap_or(name.len());
+            .unwrap_or(word.len());
         let mut first = [0u8; MAX_TAG_NAME];
-        for (lowered, b) in first.iter_mut().zip(&name[..first_len]) {
+        for (lowered, b) in first.iter_mut().zip(&word[..first_len]) {
             *lowered = b.to_ascii_lowercase();
         }
         let first = std::str::from_utf8(&first[..first_len]).unwrap_or_default();
@@ -127,6 +137,8 @@ mod tests {
         );
         assert_eq!(tags("[SYSTEM MESSAGE] hi"), ["[SYSTEM MESSAGE]"]);
         assert_eq!(tags("<SystemNotice>"), ["<SystemNotice>"]);
+        assert_eq!(tags("[ SYSTEM MESSAGE ]"), ["[ SYSTEM MESSAGE ]"]);
+        assert_eq!(tags("<_system>"), ["<_system>"]);
         // A modifier alone, another word, spaces inside `<…>`, no closing
         // character, or a name past forty characters: no tag.
         assert!(tags("<company>").is_empty());

@@ -28,12 +28,21 @@ const PROHIBITIONS: [&str; 7] = ["not", "never", "don't", "dont", "avoid", "no",
 /// lowered text forbids what follows (draft 5): "do not put passwords in
 /// the filter" warns against secret material; it does not reach for it.
 fn forbidden(lowered: &str, start: usize) -> bool {
-    let before: Vec<&str> = plain_words(&lowered[..start]).collect();
-    before
-        .iter()
-        .rev()
-        .take(3)
-        .any(|w| PROHIBITIONS.contains(w))
+    // The words just before `start`, read from a window that grows until
+    // it holds a fourth word (so the three after it are whole) or the
+    // whole text: a phrase late in a megabyte field costs no more.
+    let mut width = 64;
+    loop {
+        let mut from = start.saturating_sub(width);
+        while !lowered.is_char_boundary(from) {
+            from -= 1;
+        }
+        let words: Vec<&str> = plain_words(&lowered[from..start]).collect();
+        if words.len() > 3 || from == 0 {
+            return words.iter().rev().take(3).any(|w| PROHIBITIONS.contains(w));
+        }
+        width *= 2;
+    }
 }
 
 #[cfg(test)]
@@ -50,5 +59,10 @@ mod tests {
         assert!(!forbidden(text, text.find(".env").unwrap()));
         let text = "reads the ssh key";
         assert!(!forbidden(text, text.find("ssh key").unwrap()));
+        // Far into a long text, with long words and multi-byte ones.
+        let text = format!("{} never é{} tokens", "word ".repeat(5000), "x".repeat(300));
+        assert!(forbidden(&text, text.find("tokens").unwrap()));
+        let text = format!("not {} a b c tokens", "é".repeat(100));
+        assert!(!forbidden(&text, text.find("tokens").unwrap()));
     }
 }
