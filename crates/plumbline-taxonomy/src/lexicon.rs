@@ -550,11 +550,21 @@ impl Lexicon {
 /// Whether `pattern` (lowered) occurs in `text` (lowered) bounded by
 /// words: what [`Lexicon::scan`] finds for it, for one phrase.
 pub(crate) fn occurs_bounded(text: &str, pattern: &str) -> bool {
+    occurs_bounded_where(text, pattern, |_| true)
+}
+
+/// [`occurs_bounded`], counting only the occurrences (by start) `keep`
+/// keeps.
+pub(crate) fn occurs_bounded_where(
+    text: &str,
+    pattern: &str,
+    keep: impl Fn(usize) -> bool,
+) -> bool {
     if pattern.is_empty() {
         return true;
     }
     memchr::memmem::find_iter(text.as_bytes(), pattern.as_bytes())
-        .any(|at| bounded(text, at, at + pattern.len()))
+        .any(|at| bounded(text, at, at + pattern.len()) && keep(at))
 }
 
 /// Letters, digits and `_` continue a word.

@@ -360,14 +360,10 @@ pub(crate) fn newly_present_phrases_where(
         for h in new.lexicon.iter().filter(|h| h.category == category) {
             // The old value holds the phrase where an occurrence it keeps
             // does (R18: a forbidden one there does not count either).
-            if f.old_holds(lexicon, category, h.index) {
-                let old = f.old_lowered();
-                let phrase = lexicon.lowered(category, h.index);
-                let kept = memchr::memmem::find_iter(old.as_bytes(), phrase.as_bytes())
-                    .any(|at| lexicon::bounded(old, at, at + phrase.len()) && keep(old, at));
-                if kept {
-                    continue;
-                }
+            let old = f.old_lowered();
+            let phrase = lexicon.lowered(category, h.index);
+            if lexicon::occurs_bounded_where(old, phrase, |at| keep(old, at)) {
+                continue;
             }
             if !keep(&new.lowered, h.start) {
                 continue;
