@@ -157,7 +157,8 @@ pub struct EvaluateArgs {
 /// Where the observations are kept.
 #[derive(Debug, Args)]
 pub struct StoreArg {
-    /// The store: a file path or sqlite:PATH (default: $PLUMBLINE_STORE,
+    /// The store: a file path, sqlite:PATH, or a PostgreSQL URL
+    /// postgres://USER:${PASSWORD_VARIABLE}@HOST/DB (default: $PLUMBLINE_STORE,
     /// else the project's own store,
     /// DATA/plumbline/projects/FOLDER-HASH/plumbline.db, where the project
     /// is the folder of plumbline.toml and DATA is $XDG_DATA_HOME or

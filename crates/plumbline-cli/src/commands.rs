@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _, Result};
-use plumbline_history::{History, ObservationId};
+use plumbline_history::{History, Location, ObservationId};
 use plumbline_mcp::Limits;
 use plumbline_taxonomy::json::parse_tool;
 use plumbline_taxonomy::sanitize::for_terminal;
@@ -22,21 +22,29 @@ use plumbline_history::{read, Grader};
 /// Opens (creating it if need be) the store at `path`, else the default
 /// store of the project whose registry is `registry`.
 pub fn open_store(path: Option<&Path>, registry: &Path) -> Result<History> {
-    let file = store_path(path, registry)?;
-    if path.is_none() && !file.exists() {
-        note_shared_store(&file);
+    let location = store_path(path, registry)?;
+    if let (None, Some(file)) = (path, location.sqlite_path()) {
+        if !file.exists() {
+            note_shared_store(file);
+        }
     }
-    History::open(&file).with_context(|| format!("opening the store {}", file.display()))
+    History::open(&location).with_context(|| format!("opening the store {}", location.display()))
+}
+
+/// Whether the store at `location` exists: a SQLite file that is there,
+/// or any PostgreSQL database (connecting says whether it is reachable).
+pub fn store_exists(location: &Location) -> bool {
+    location.sqlite_path().is_none_or(Path::exists)
 }
 
 /// The store for a command that only reads it: one that does not exist is
 /// an error (a typo in `--store` must not read as an empty history).
 pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<History> {
-    let file = store_path(path, registry)?;
-    if !file.exists() {
-        let shared = plumbline_history::default_path()
+    let location = store_path(path, registry)?;
+    if !store_exists(&location) {
+        let shared = plumbline_history::default_location()
             .ok()
-            .filter(|s| path.is_none() && s.exists())
+            .filter(|s| path.is_none() && store_exists(s) && *s != location)
             .map(|s| {
                 format!(
                     "; the store every project shared before is {}, which --store can still name",
@@ -46,25 +54,24 @@ pub fn open_existing_store(path: Option<&Path>, registry: &Path) -> Result<Histo
             .unwrap_or_default();
         bail!(
             "there is no store at {}: run `plumbline observe` (or `plumbline watch`) to record one, or pass --store FILE{shared}",
-            file.display()
+            location.display()
         );
     }
     open_store(path, registry)
 }
 
-/// The store file: `path` when given, else the default store of the
-/// project (the folder of `registry`), so that two projects never share a
-/// history by accident.
-pub fn store_path(path: Option<&Path>, registry: &Path) -> Result<std::path::PathBuf> {
+/// The store: `path` when given (a file, `sqlite:PATH` or a PostgreSQL
+/// URL), else the default store of the project (the folder of
+/// `registry`), so that two projects never share a history by accident.
+pub fn store_path(path: Option<&Path>, registry: &Path) -> Result<Location> {
     Ok(match path {
-        // A store location (`sqlite:PATH`; a PostgreSQL URL is refused
-        // with its password left out); a path that is not Unicode is a
-        // path.
+        // A store location, parsed here rather than by clap, whose error
+        // would repeat a password; a path that is not Unicode is a path.
         Some(p) => match p.to_str() {
-            Some(text) => plumbline_history::Location::parse(text)?.into_sqlite_path(),
-            None => p.to_path_buf(),
+            Some(text) => Location::parse(text)?,
+            None => Location::Sqlite(p.to_path_buf()),
         },
-        None => plumbline_history::project_path(&project_folder(registry)?)?,
+        None => plumbline_history::project_location(&project_folder(registry)?)?,
     })
 }
 
@@ -80,8 +87,8 @@ fn project_folder(registry: &Path) -> Result<std::path::PathBuf> {
 /// Said once, when a project's store is created while the store every
 /// project shared before exists: its history is not moved.
 fn note_shared_store(file: &Path) {
-    if let Ok(shared) = plumbline_history::default_path() {
-        if shared.exists() && shared != file {
+    if let Ok(shared) = plumbline_history::default_location() {
+        if store_exists(&shared) && shared.sqlite_path() != Some(file) {
             eprintln!(
                 "note: this project's history is kept in {}; the store earlier versions shared between projects, {}, is left as it was (pass --store to use it)",
                 file.display(),

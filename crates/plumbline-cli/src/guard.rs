@@ -27,7 +27,8 @@ struct StoreBaseline {
 impl Baseline for StoreBaseline {
     fn load(&mut self) -> Result<Option<LockedServer>> {
         // No store yet: no baseline (every tool is new), not an error.
-        if !crate::commands::store_path(self.store.as_deref(), &self.registry)?.exists() {
+        let location = crate::commands::store_path(self.store.as_deref(), &self.registry)?;
+        if !crate::commands::store_exists(&location) {
             return Ok(None);
         }
         let store = crate::commands::open_existing_store(self.store.as_deref(), &self.registry)?;

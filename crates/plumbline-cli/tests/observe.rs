@@ -943,7 +943,7 @@ fn a_normalisation_rule_that_hides_an_added_instruction_is_warned_about() {
 }
 
 #[test]
-fn a_store_location_is_a_path_or_sqlite_url_and_postgresql_is_refused_plainly() {
+fn a_store_location_is_a_path_a_sqlite_url_or_a_postgresql_url() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
     write_config(d, 1, false);
@@ -959,8 +959,9 @@ fn a_store_location_is_a_path_or_sqlite_url_and_postgresql_is_refused_plainly() 
         &[("PLUMBLINE_STORE", "sqlite://team.db")],
     );
     assert_eq!(by_variable.status.code(), Some(0), "{}", text(&by_variable));
-    // A PostgreSQL URL is not a file name, and its password is never shown.
-    let url = "postgres://team:s3cret@127.0.0.1:5432/plumbline";
+    // A PostgreSQL URL is a database, not a file name: one that cannot be
+    // reached is an error naming it, its password never shown.
+    let url = "postgres://team:s3cret@127.0.0.1:1/plumbline?connect_timeout=5";
     for out in [
         plumbline(d, &["observe", "--store", url]),
         plumbline(d, &["log", "--store", url]),
@@ -969,10 +970,31 @@ fn a_store_location_is_a_path_or_sqlite_url_and_postgresql_is_refused_plainly() 
         let said = text(&out);
         assert_eq!(out.status.code(), Some(2), "{said}");
         assert!(
-            said.contains("PostgreSQL stores are not supported"),
+            said.contains("postgres://…@127.0.0.1:1/plumbline"),
             "{said}"
         );
         assert!(!said.contains("s3cret"), "{said}");
     }
     assert!(!d.join("postgres:").exists());
+    // A password from the environment: unset is said by name.
+    let out = plumbline(
+        d,
+        &[
+            "log",
+            "--store",
+            "postgres://team:${PLUMBLINE_TEST_UNSET_PW}@127.0.0.1/p",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("PLUMBLINE_TEST_UNSET_PW it names is not set"),
+        "{}",
+        text(&out)
+    );
+    // A reachable one is a history like any other.
+    let database = plumbline_store::testing::TestDatabase::create();
+    let observed = plumbline(d, &["observe", "--store", database.url()]);
+    assert_eq!(observed.status.code(), Some(0), "{}", text(&observed));
+    let log = plumbline(d, &["log", "shop", "--store", database.url()]);
+    assert_eq!(log.status.code(), Some(0), "{}", text(&log));
 }

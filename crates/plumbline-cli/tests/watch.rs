@@ -6,75 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{http, plumbline, test_server, text, HttpServer};
+use common::{failing_receiver, http, plumbline, receiver, test_server, text, HttpServer};
 use serde_json::Value;
-
-/// Accepted webhook requests: (body, X-Plumbline-Signature).
-type Received = Arc<Mutex<Vec<(Vec<u8>, Option<String>)>>>;
-
-/// A minimal HTTP receiver on 127.0.0.1 that answers 204 to every POST.
-fn receiver() -> (String, Received) {
-    let (url, received, _) = failing_receiver(0);
-    (url, received)
-}
-
-/// A receiver that answers 503 to the first `failures` requests (those
-/// are not counted as received), then 204; the counter can be changed.
-fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let received: Received = Arc::default();
-    let sink = Arc::clone(&received);
-    let to_fail = Arc::new(AtomicUsize::new(failures));
-    let failing = Arc::clone(&to_fail);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0usize;
-            let mut signature = None;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    match k.to_ascii_lowercase().as_str() {
-                        "content-length" => length = v.trim().parse().unwrap_or(0),
-                        "x-plumbline-signature" => signature = Some(v.trim().to_owned()),
-                        _ => {}
-                    }
-                }
-            }
-            let mut body = vec![0; length];
-            let mut stream = stream;
-            let fail = failing
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if fail {
-                let _ = stream.write_all(
-                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-                continue;
-            }
-            if reader.read_exact(&mut body).is_ok() {
-                sink.lock().unwrap().push((body, signature));
-            }
-            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
-        }
-    });
-    (url, received, to_fail)
-}
 
 fn config(dir: &Path, phase: u8, url: &str) {
     let exe = env!("CARGO_BIN_EXE_plumbline");

@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use plumbline_store::{AnyStore, Location};
+
 use plumbline_store::{
     AlertCounts, AlertId, Baseline, BaselineEdit, Digest, NewAlert, NewReview, Observation,
     ObservationId, ObservationSummary, OutboxAlert, Review, Server, SqliteStore, Store, StoreError,
@@ -17,28 +19,30 @@ use plumbline_store::{
 
 /// One history over its store.
 pub struct History {
-    store: SqliteStore,
+    store: AnyStore,
 }
 
 impl History {
-    /// Opens the history kept at `path`, creating the file and bringing
-    /// its schema up to date.
-    pub fn open(path: impl AsRef<Path>) -> Result<History, StoreError> {
+    /// Opens the history kept at `location` (a SQLite file, given as a
+    /// path too, or a PostgreSQL database), creating it and bringing its
+    /// schema up to date.
+    pub fn open(location: impl Into<Location>) -> Result<History, StoreError> {
         Ok(History {
-            store: SqliteStore::open(path)?,
+            store: plumbline_store::open(&location.into())?,
         })
     }
 
     /// A history kept in memory only (tests, `check` without a store).
     pub fn in_memory() -> Result<History, StoreError> {
         Ok(History {
-            store: SqliteStore::open_in_memory()?,
+            store: AnyStore::Sqlite(SqliteStore::open_in_memory()?),
         })
     }
 
-    /// Where the history is kept.
+    /// Where the history is kept, for messages: the file, or the
+    /// database's URL without user information and query.
     pub fn path(&self) -> &Path {
-        self.store.path()
+        self.store.location()
     }
 
     /// The store, for this crate's readers (`read::overview(h.store(),

@@ -36,7 +36,7 @@ use plumbline_taxonomy::{Classifier, Taxonomy};
 pub use handle::History;
 /// The store's model, as this history's callers build and read it.
 pub use plumbline_store::{
-    default_path, digest, project_path, time, AlertCounts, AlertId, Baseline, BaselineEdit,
+    default_location, digest, project_location, time, AlertCounts, AlertId, Baseline, BaselineEdit,
     BaselineTool, Digest, Location, NewAlert, NewObservation, NewReview, NormalizedTool,
     NormalizedValue, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem,
     ProblemKind, RawTool, Review, ReviewStatus, Server, StoreError, ToolHistoryEntry,

@@ -28,7 +28,7 @@
 //!
 //! # Where
 //!
-//! [`project_path`] is the default store of one project (the folder that
+//! [`project_location`] is the default store of one project (the folder that
 //! holds its `plumbline.toml`), so that two projects that name a server
 //! alike never see each other's history:
 //!
@@ -40,18 +40,19 @@
 //!    `$HOME/.local/share`, `<folder>` the project folder's name and
 //!    `<hash>` the start of the SHA-256 of its absolute path.
 //!
-//! [`default_path`] is the one store Plumbline used for every project
+//! [`default_location`] is the one store Plumbline used for every project
 //! before, `DATA/plumbline/plumbline.db`; the CLI points to it when a
 //! project has no store of its own yet. The CLI's `--store PATH` overrides
 //! both.
 //!
 //! # How
 //!
-//! Callers use the [`Store`] trait; [`SqliteStore`] is the one backend
-//! today: an embedded SQLite file in WAL mode with its migrations compiled
-//! in. Recording an observation is one transaction, so a process killed
-//! mid-write never leaves half an observation. A PostgreSQL backend can
-//! implement the same trait without touching callers.
+//! Callers use the [`Store`] trait over the backend [`open`] returns for a
+//! [`Location`] ([`AnyStore`]): [`SqliteStore`], an embedded SQLite file
+//! in WAL mode with its migrations compiled in (the default: nothing to
+//! set up), or [`PostgresStore`], a PostgreSQL database a team shares.
+//! Recording an observation is one transaction on either, so a process
+//! killed mid-write never leaves half an observation.
 //!
 //! ```
 //! use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore, Store};
@@ -84,16 +85,23 @@
 //! ```
 
 pub use plumbline_base::canonical;
+mod any;
 mod error;
+mod listing;
 mod location;
 pub mod model;
+mod pg;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub use any::{open, AnyStore};
 pub use error::{BackendError, StoreError};
+pub use listing::inventory_text;
 pub use location::Location;
 pub use model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
@@ -101,9 +109,10 @@ pub use model::{
     ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review, ReviewStatus,
     Server, ToolEntry, ToolHistoryEntry,
 };
+pub use pg::{PostgresLocation, PostgresStore};
 pub use plumbline_base::canonical::{canonicalize, canonicalize_value, CanonicalError};
 pub use plumbline_base::digest::{digest, Digest, DigestParseError};
-pub use sqlite::{inventory_text, SqliteStore};
+pub use sqlite::SqliteStore;
 
 /// The store as callers see it, whatever the backend.
 ///
@@ -301,39 +310,39 @@ pub trait Store {
 
 /// The per-user store every project shared before stores were per project
 /// (see the crate documentation for the order of precedence).
-pub fn default_path() -> Result<PathBuf, StoreError> {
+pub fn default_location() -> Result<Location, StoreError> {
     default_path_from(|name| std::env::var_os(name))
 }
 
 /// The default store of the project whose registry is in folder `project`
 /// (an absolute path; see the crate documentation).
-pub fn project_path(project: &Path) -> Result<PathBuf, StoreError> {
+pub fn project_location(project: &Path) -> Result<Location, StoreError> {
     project_path_from(project, |name| std::env::var_os(name))
 }
 
-/// [`default_path`] over any environment, so the rules are testable
+/// [`default_location`] over any environment, so the rules are testable
 /// without changing the process environment.
-fn default_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, StoreError> {
+fn default_path_from(env: impl Fn(&str) -> Option<OsString>) -> Result<Location, StoreError> {
     if let Some(location) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
         return from_variable(location);
     }
-    Ok(data_dir(&env)?.join("plumbline.db"))
+    Ok(Location::Sqlite(data_dir(&env)?.join("plumbline.db")))
 }
 
 /// `PLUMBLINE_STORE`'s store: a store location ([`Location`]); a value
 /// that is not Unicode is a path.
-fn from_variable(value: OsString) -> Result<PathBuf, StoreError> {
+fn from_variable(value: OsString) -> Result<Location, StoreError> {
     match value.into_string() {
-        Ok(text) => Ok(Location::parse(&text)?.into_sqlite_path()),
-        Err(path) => Ok(PathBuf::from(path)),
+        Ok(text) => Location::parse(&text),
+        Err(path) => Ok(Location::Sqlite(PathBuf::from(path))),
     }
 }
 
-/// [`project_path`] over any environment.
+/// [`project_location`] over any environment.
 fn project_path_from(
     project: &Path,
     env: impl Fn(&str) -> Option<OsString>,
-) -> Result<PathBuf, StoreError> {
+) -> Result<Location, StoreError> {
     if let Some(location) = env("PLUMBLINE_STORE").filter(|v| !v.is_empty()) {
         return from_variable(location);
     }
@@ -352,10 +361,12 @@ fn project_path_from(
         .take(40)
         .collect();
     let hash = digest(project.as_os_str().as_encoded_bytes()).to_hex();
-    Ok(data_dir(&env)?
-        .join("projects")
-        .join(format!("{folder}-{}", &hash[..12]))
-        .join("plumbline.db"))
+    Ok(Location::Sqlite(
+        data_dir(&env)?
+            .join("projects")
+            .join(format!("{folder}-{}", &hash[..12]))
+            .join("plumbline.db"),
+    ))
 }
 
 /// `DATA/plumbline`: `$XDG_DATA_HOME` when absolute, else
@@ -381,8 +392,8 @@ mod tests {
     #[test]
     fn each_project_has_its_own_default_store() {
         let vars = [("HOME", "/home/u")];
-        let a = project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap();
-        let b = project_path_from(Path::new("/work/b/shop"), env(&vars)).unwrap();
+        let a = file(project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap()).unwrap();
+        let b = file(project_path_from(Path::new("/work/b/shop"), env(&vars)).unwrap()).unwrap();
         assert_ne!(a, b, "two folders named alike");
         assert!(
             a.to_string_lossy()
@@ -392,20 +403,25 @@ mod tests {
         assert!(a.ends_with("plumbline.db"));
         assert_eq!(
             a,
-            project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap(),
+            file(project_path_from(Path::new("/work/a/shop"), env(&vars)).unwrap()).unwrap(),
             "stable"
         );
         let shared = [("PLUMBLINE_STORE", "/srv/p.db"), ("HOME", "/home/u")];
         assert_eq!(
-            project_path_from(Path::new("/work/a/shop"), env(&shared)).unwrap(),
+            file(project_path_from(Path::new("/work/a/shop"), env(&shared)).unwrap()).unwrap(),
             PathBuf::from("/srv/p.db")
         );
-        let odd = project_path_from(Path::new("/work/my project ☃"), env(&vars)).unwrap();
+        let odd =
+            file(project_path_from(Path::new("/work/my project ☃"), env(&vars)).unwrap()).unwrap();
         let folder = odd.parent().unwrap().file_name().unwrap().to_str().unwrap();
         assert!(folder.starts_with("my_project__-"), "{folder}");
     }
 
     use super::*;
+
+    fn file(location: Location) -> Option<PathBuf> {
+        location.sqlite_path().map(Path::to_path_buf)
+    }
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
         move |name| {
@@ -422,23 +438,31 @@ mod tests {
             ("XDG_DATA_HOME", "/x"),
             ("HOME", "/home/u"),
         ];
-        assert_eq!(default_path_from(env(&vars)).ok(), Some("/srv/p.db".into()));
+        assert_eq!(
+            default_path_from(env(&vars)).ok().and_then(file),
+            Some("/srv/p.db".into())
+        );
     }
 
     #[test]
     fn plumbline_store_variable_is_a_store_location() {
         let vars = [("PLUMBLINE_STORE", "sqlite:///srv/team.db"), ("HOME", "/h")];
         assert_eq!(
-            default_path_from(env(&vars)).ok(),
+            default_path_from(env(&vars)).ok().and_then(file),
             Some("/srv/team.db".into())
         );
         let project = Path::new("/work/p");
         assert_eq!(
-            project_path_from(project, env(&vars)).ok(),
+            project_path_from(project, env(&vars)).ok().and_then(file),
             Some("/srv/team.db".into())
         );
         // Not a file named after a URL.
         let vars = [("PLUMBLINE_STORE", "postgres://h/db"), ("HOME", "/h")];
+        assert!(matches!(
+            project_path_from(project, env(&vars)),
+            Ok(Location::Postgres(_))
+        ));
+        let vars = [("PLUMBLINE_STORE", "mysql://h/db"), ("HOME", "/h")];
         assert!(matches!(
             project_path_from(project, env(&vars)),
             Err(StoreError::Location { .. })
@@ -449,7 +473,7 @@ mod tests {
     fn xdg_data_home_comes_before_home() {
         let vars = [("XDG_DATA_HOME", "/x"), ("HOME", "/home/u")];
         assert_eq!(
-            default_path_from(env(&vars)).ok(),
+            default_path_from(env(&vars)).ok().and_then(file),
             Some("/x/plumbline/plumbline.db".into())
         );
     }
@@ -463,7 +487,7 @@ mod tests {
                 ("HOME", "/home/u"),
             ];
             assert_eq!(
-                default_path_from(env(&vars)).ok(),
+                default_path_from(env(&vars)).ok().and_then(file),
                 Some("/home/u/.local/share/plumbline/plumbline.db".into())
             );
         }

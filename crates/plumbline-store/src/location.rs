@@ -1,24 +1,26 @@
 //! Where a history is kept: a store location, as `--store` and
 //! `PLUMBLINE_STORE` give it. A file path, or `sqlite:PATH`
-//! (`sqlite:///abs/path` too), is the embedded SQLite store. A
-//! PostgreSQL URL is recognised and refused with a message that says so,
-//! rather than read as a file name: no PostgreSQL backend is built yet.
+//! (`sqlite:///abs/path` too), is the embedded SQLite store; a
+//! `postgres://` or `postgresql://` URL is a PostgreSQL database
+//! ([`PostgresLocation`]).
 
 use std::path::PathBuf;
 
-use crate::StoreError;
+use crate::{PostgresLocation, StoreError};
 
 /// A parsed store location.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
     /// The embedded SQLite store in this file.
     Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(PostgresLocation),
 }
 
 impl Location {
     /// Parses a store location: `sqlite:PATH`, `sqlite://PATH` or a plain
-    /// path is SQLite; `postgres://` and `postgresql://` are refused, as is
-    /// any other `SCHEME://`.
+    /// path is SQLite; `postgres://` and `postgresql://` are PostgreSQL;
+    /// any other `SCHEME://` is refused, as is a libpq connection string.
     pub fn parse(text: &str) -> Result<Location, StoreError> {
         let refuse = |reason: String| StoreError::Location {
             location: redacted(text),
@@ -39,9 +41,9 @@ impl Location {
         }) {
             return Err(StoreError::Location {
                 location: "(a PostgreSQL connection string)".to_owned(),
-                reason: "PostgreSQL stores are not supported by this build of plumbline yet; \
-                         use a file path or sqlite:PATH"
-                    .to_owned(),
+                reason:
+                    "write it as a URL: postgres://USER:${PASSWORD_VARIABLE}@HOST:PORT/DATABASE"
+                        .to_owned(),
             });
         }
         let sqlite = text
@@ -71,27 +73,57 @@ impl Location {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
             if matches!(lowered.as_str(), "postgres" | "postgresql") {
-                return Err(refuse(
-                    "PostgreSQL stores are not supported by this build of plumbline yet; \
-                     use a file path or sqlite:PATH"
-                        .to_owned(),
-                ));
+                return Ok(Location::Postgres(PostgresLocation::new(text)));
             }
             if is_scheme {
                 return Err(refuse(format!(
-                    "`{scheme}://` is not a store location plumbline knows; use a file path \
-                     or sqlite:PATH"
+                    "`{scheme}://` is not a store location plumbline knows; use a file path, \
+                     sqlite:PATH or postgres://…"
                 )));
             }
         }
         Ok(Location::Sqlite(PathBuf::from(text)))
     }
 
-    /// The SQLite file of this location.
-    pub fn into_sqlite_path(self) -> PathBuf {
+    /// What messages show: the file, or the URL without user
+    /// information and query.
+    pub fn display(&self) -> String {
         match self {
-            Location::Sqlite(path) => path,
+            Location::Sqlite(path) => path.display().to_string(),
+            Location::Postgres(url) => url.redacted(),
         }
+    }
+
+    /// The SQLite file of this location; `None` for a database server.
+    pub fn sqlite_path(&self) -> Option<&std::path::Path> {
+        match self {
+            Location::Sqlite(path) => Some(path),
+            Location::Postgres(_) => None,
+        }
+    }
+}
+
+impl From<PathBuf> for Location {
+    fn from(path: PathBuf) -> Location {
+        Location::Sqlite(path)
+    }
+}
+
+impl From<&std::path::Path> for Location {
+    fn from(path: &std::path::Path) -> Location {
+        Location::Sqlite(path.to_path_buf())
+    }
+}
+
+impl From<&PathBuf> for Location {
+    fn from(path: &PathBuf) -> Location {
+        Location::Sqlite(path.clone())
+    }
+}
+
+impl From<&Location> for Location {
+    fn from(location: &Location) -> Location {
+        location.clone()
     }
 }
 
@@ -99,7 +131,7 @@ impl Location {
 /// (everything up to its last `@`: a password may hold `/`, `?` or `@`)
 /// and its query (`?password=…`): `scheme://…@host/db?…`. A location is
 /// shown in errors and logs, a password never.
-fn redacted(text: &str) -> String {
+pub(crate) fn redacted(text: &str) -> String {
     let Some((scheme, rest)) = text.split_once("://") else {
         return text.to_owned();
     };
@@ -127,7 +159,11 @@ mod tests {
     use super::*;
 
     fn sqlite(text: &str) -> PathBuf {
-        Location::parse(text).unwrap().into_sqlite_path()
+        Location::parse(text)
+            .unwrap()
+            .sqlite_path()
+            .expect("sqlite")
+            .to_path_buf()
     }
 
     #[test]
@@ -143,25 +179,36 @@ mod tests {
     }
 
     #[test]
-    fn postgresql_urls_are_refused_not_made_into_files() {
+    fn postgresql_urls_are_databases_not_files() {
         for url in [
             "postgres://plumbline@127.0.0.1/history",
             "postgresql://u:${PW}@db.internal:5432/p?sslmode=require",
             "POSTGRES://h/db",
         ] {
-            let e = Location::parse(url).unwrap_err().to_string();
-            assert!(e.contains("PostgreSQL stores are not supported"), "{e}");
+            let at = Location::parse(url).unwrap();
+            assert!(matches!(at, Location::Postgres(_)), "{url}");
+            assert!(at.sqlite_path().is_none());
         }
-        // The message never repeats a password, wherever the URL or a
-        // connection string puts it.
+        assert_eq!(
+            Location::parse("postgresql://u:${PW}@db.internal:5432/p?sslmode=require")
+                .unwrap()
+                .display(),
+            "postgresql://…@db.internal:5432/p?…"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_location_is_refused_without_its_password() {
+        // The message never repeats a password, wherever a connection
+        // string or an unknown scheme puts it.
         for (location, shown) in [
             (
-                "postgres://team:s3cret@127.0.0.1:5432/h",
-                "postgres://…@127.0.0.1:5432/h",
+                "mysql://team:s3cret@127.0.0.1:5432/h",
+                "mysql://…@127.0.0.1:5432/h",
             ),
-            ("postgres://u:pa/s3cret@h/db", "postgres://…@h/db"),
-            ("postgres://u:a@s3cret@h/db", "postgres://…@h/db"),
-            ("postgresql:///db?password=s3cret", "postgresql:///db?…"),
+            ("redis://u:pa/s3cret@h/db", "redis://…@h/db"),
+            ("mongodb://u:a@s3cret@h/db", "mongodb://…@h/db"),
+            ("mysql:///db?password=s3cret", "mysql:///db?…"),
             (
                 "host=127.0.0.1 dbname=h password=s3cret",
                 "(a PostgreSQL connection string)",

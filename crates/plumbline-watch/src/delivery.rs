@@ -9,8 +9,8 @@
 //! keeps the schedule); past its bound of attempts the alert is marked
 //! failed, logged and counted, and never tried again.
 
+use plumbline_history::Location;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ impl Policy {
 
 /// The delivery tasks, one per configured channel.
 pub(crate) struct Channels {
-    store: PathBuf,
+    store: Location,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     tasks: BTreeMap<String, ChannelTask>,
@@ -85,7 +85,7 @@ struct ChannelTask {
 }
 
 impl Channels {
-    pub(crate) fn new(store: PathBuf, client: reqwest::Client, metrics: Arc<Metrics>) -> Channels {
+    pub(crate) fn new(store: Location, client: reqwest::Client, metrics: Arc<Metrics>) -> Channels {
         Channels {
             store,
             client,
@@ -164,7 +164,7 @@ impl Channels {
     /// returns when all are done (for `watch --once`).
     pub(crate) async fn deliver_due_once(
         config: &Config,
-        store: PathBuf,
+        store: Location,
         client: reqwest::Client,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<()> {
@@ -214,7 +214,7 @@ impl Delivery {
         channel: String,
         target: Target,
         policy: Policy,
-        store: &std::path::Path,
+        store: &Location,
         client: reqwest::Client,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Delivery> {
@@ -316,7 +316,7 @@ async fn run(
     channel: String,
     target: Target,
     policy: Policy,
-    store: PathBuf,
+    store: Location,
     client: reqwest::Client,
     metrics: Arc<Metrics>,
     wake: Arc<Notify>,

@@ -59,8 +59,8 @@ use crate::worker::{raise_open_file_limit, Worker, WorkerContext};
 pub struct Options {
     /// plumbline.toml.
     pub config: PathBuf,
-    /// The store file.
-    pub store: PathBuf,
+    /// Where the history is kept: a SQLite file or a PostgreSQL database.
+    pub store: plumbline_history::Location,
     /// `--taxonomy`, overriding the file's.
     pub taxonomy: Option<Taxonomy>,
 }

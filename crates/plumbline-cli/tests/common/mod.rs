@@ -5,8 +5,11 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Runs `plumbline ARGS` in `dir`, with no store or registry taken from
 /// the environment, and `dir` as its temporary directory (the demo's
@@ -111,14 +114,31 @@ impl HttpServer {
 /// A one-off HTTP/1.1 request to `http://HOST:PORT/PATH` without a body:
 /// the whole response, head and body, or `None` while nothing listens.
 pub fn http_response(method: &str, url: &str) -> Option<String> {
+    request(method, url, "")
+}
+
+/// A one-off HTTP/1.1 POST of JSON `body` to `http://HOST:PORT/PATH`:
+/// the status and body of the response.
+pub fn http_post_json(url: &str, body: &str) -> Option<(u16, String)> {
+    status_and_body(&request("POST", url, body)?)
+}
+
+/// `method` with `json` as the body (none when empty): the whole response.
+fn request(method: &str, url: &str, json: &str) -> Option<String> {
     let (host, path) = url.strip_prefix("http://")?.split_once('/')?;
     let mut stream = std::net::TcpStream::connect(host).ok()?;
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .ok()?;
+    let content_type = if json.is_empty() {
+        ""
+    } else {
+        "Content-Type: application/json\r\n"
+    };
     write!(
         stream,
-        "{method} /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} /{path} HTTP/1.1\r\nHost: {host}\r\n{content_type}Content-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
     )
     .ok()?;
     let mut response = String::new();
@@ -126,15 +146,18 @@ pub fn http_response(method: &str, url: &str) -> Option<String> {
     Some(response)
 }
 
-/// [`http_response`]'s status and body.
-pub fn http(method: &str, url: &str) -> Option<(u16, String)> {
-    let response = http_response(method, url)?;
+fn status_and_body(response: &str) -> Option<(u16, String)> {
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
     let body = response
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Some((status, body))
+}
+
+/// [`http_response`]'s status and body.
+pub fn http(method: &str, url: &str) -> Option<(u16, String)> {
+    status_and_body(&http_response(method, url)?)
 }
 
 impl Drop for HttpServer {
@@ -154,8 +177,13 @@ pub struct Dashboard {
 
 impl Dashboard {
     pub fn start(dir: &Path) -> Dashboard {
+        Dashboard::start_on(dir, "p.db")
+    }
+
+    /// The dashboard over the store at `store` (a path or a URL).
+    pub fn start_on(dir: &Path, store: &str) -> Dashboard {
         let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
-            .args(["serve", "--store", "p.db", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--store", store, "--listen", "127.0.0.1:0"])
             .current_dir(dir)
             .env_remove("PLUMBLINE_STORE")
             .env_remove("PLUMBLINE_TOKEN")
@@ -307,4 +335,64 @@ impl Drop for HttpGuard {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+/// Accepted webhook requests: (body, X-Plumbline-Signature).
+pub type Received = Arc<Mutex<Vec<(Vec<u8>, Option<String>)>>>;
+
+/// A minimal HTTP receiver on 127.0.0.1 that answers 204 to every POST.
+pub fn receiver() -> (String, Received) {
+    let (url, received, _) = failing_receiver(0);
+    (url, received)
+}
+
+/// A receiver that answers 503 to the first `failures` requests (those
+/// are not counted as received), then 204; the counter can be changed.
+pub fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let received: Received = Arc::default();
+    let sink = Arc::clone(&received);
+    let to_fail = Arc::new(AtomicUsize::new(failures));
+    let failing = Arc::clone(&to_fail);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            let mut signature = None;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let line = line.trim_end();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    match k.to_ascii_lowercase().as_str() {
+                        "content-length" => length = v.trim().parse().unwrap_or(0),
+                        "x-plumbline-signature" => signature = Some(v.trim().to_owned()),
+                        _ => {}
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            let mut stream = stream;
+            let fail = failing
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if fail {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+                continue;
+            }
+            if reader.read_exact(&mut body).is_ok() {
+                sink.lock().unwrap().push((body, signature));
+            }
+            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (url, received, to_fail)
 }

@@ -17,17 +17,20 @@
 //! the helpers every query shares, [`write`] stores an observation's
 //! content once by digest, and [`reviews`] writes verdicts and baselines.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use crate::listing::{
+    check_observation, entries, implicit_baseline, inventory_text, tool_history, tool_set_digest,
+    Entry, SummaryRow, ToolState,
+};
 use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
-    NewReview, Normalized, NormalizedValue, Observation, ObservationId, ObservationSummary,
-    OutboxAlert, Outcome, Problem, ProblemKind, Review, ReviewStatus, Server, ToolEntry,
-    ToolHistoryEntry,
+    NewReview, Normalized, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome,
+    Problem, ProblemKind, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
@@ -55,10 +58,6 @@ const MIGRATIONS: &[&str] = &[
 /// How long a write waits for another process's write to finish before
 /// failing with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The domain-separation prefix of a tool set's digest, so a tool set can
-/// never share a digest with a tool or a document.
-const TOOL_SET_DIGEST_PREFIX: &[u8] = b"plumbline tool set v1\0";
 
 /// A store in one SQLite file.
 pub struct SqliteStore {
@@ -249,22 +248,7 @@ impl Store for SqliteStore {
         &mut self,
         observation: &NewObservation,
     ) -> Result<ObservationId, StoreError> {
-        let invalid = |reason: String| StoreError::InvalidObservation {
-            server: observation.server.clone(),
-            reason,
-        };
-        if !observation.outcome.is_ok() && !observation.tools.is_empty() {
-            return Err(invalid(format!(
-                "a failed observation has no tool set, but {} tools were given",
-                observation.tools.len()
-            )));
-        }
-        if u32::try_from(observation.tools.len()).is_err() {
-            return Err(invalid(format!(
-                "{} tools is more than the store can number",
-                observation.tools.len()
-            )));
-        }
+        check_observation(observation)?;
         // Hash before taking the write lock: the lock is held only for SQL
         // and for canonicalising tools the store has never seen.
         let raw_digests: Vec<Digest> = observation.tools.iter().map(|t| digest(&t.raw)).collect();
@@ -288,67 +272,10 @@ impl Store for SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(write_err("a transaction"))?;
 
-        let mut problems: BTreeSet<Problem> = observation.problems.iter().cloned().collect();
-        let mut entries: Vec<Entry> = Vec::with_capacity(observation.tools.len());
-        let mut first_position: HashMap<&str, u32> = HashMap::new();
-        for (index, (tool, raw_digest)) in observation.tools.iter().zip(&raw_digests).enumerate() {
-            // Bounded by the check above.
-            let position = index as u32;
-            let (raw_tool_id, canonical_digest) = put_raw_tool(&tx, &tool.raw, raw_digest)
-                .map_err(write_err("a tool's raw bytes"))?;
-            if canonical_digest.is_none() {
-                // Parse again only to say why: the error is not stored with
-                // the raw bytes, and malformed tools are rare.
-                let message = match canonicalize(&tool.raw) {
-                    Err(e) => e.to_string(),
-                    Ok(_) => "the tool has no canonical form in the store".to_owned(),
-                };
-                problems.insert(Problem {
-                    position: Some(position),
-                    kind: ProblemKind::MalformedTool,
-                    tool_name: tool.name.clone(),
-                    message,
-                });
-            }
-            if let Some(name) = tool.name.as_deref() {
-                if let Some(first) = first_position.get(name) {
-                    problems.insert(Problem {
-                        position: Some(position),
-                        kind: ProblemKind::DuplicateName,
-                        tool_name: Some(name.to_owned()),
-                        message: format!("the name is also listed at position {first}"),
-                    });
-                } else {
-                    first_position.insert(name, position);
-                }
-            }
-            let (canonical_digest, normalized) = match &tool.normalized {
-                // A rewrite of a malformed tool cannot happen (the rules
-                // read the tool first); it would only be stored as sent.
-                Some(n) if canonical_digest.is_some() => {
-                    let n_digest = digest(&n.raw);
-                    let (n_id, n_canonical) = put_raw_tool(&tx, &n.raw, &n_digest)
-                        .map_err(write_err("a tool's normalised bytes"))?;
-                    (
-                        n_canonical.or(canonical_digest),
-                        Some(NormalizedEntry {
-                            raw_tool_id: n_id,
-                            raw_digest: n_digest,
-                            by: normalized_by_json(&n.by),
-                        }),
-                    )
-                }
-                _ => (canonical_digest, None),
-            };
-            entries.push(Entry {
-                position,
-                name: tool.name.as_deref(),
-                raw_tool_id,
-                raw_digest: *raw_digest,
-                canonical_digest,
-                normalized,
-            });
-        }
+        let (entries, problems) = entries(observation, &raw_digests, |raw, raw_digest| {
+            put_raw_tool(&tx, raw, raw_digest)
+        })
+        .map_err(|(what, source)| write_err(what)(source))?;
 
         let tool_set_id = match observation.outcome {
             Outcome::Ok => Some(put_tool_set(&tx, &entries).map_err(write_err("the tool set"))?),
@@ -838,33 +765,7 @@ impl Store for SqliteStore {
             })
             .map_err(|source| self.read_err(&what, source))?;
 
-        // Unchanged observations share a tool set, so look each set up once.
-        let mut states: HashMap<i64, ToolState> = HashMap::new();
-        let mut previous = ToolState::Absent;
-        let mut history = Vec::new();
-        for (id, finished_at_ms, tool_set_id) in observations {
-            let state = match states.get(&tool_set_id) {
-                Some(state) => *state,
-                None => {
-                    let state = self.tool_state(tool_set_id, tool, &what)?;
-                    states.insert(tool_set_id, state);
-                    state
-                }
-            };
-            if state != previous {
-                history.push(ToolHistoryEntry {
-                    observation: ObservationId(id),
-                    finished_at_ms,
-                    canonical_digest: match state {
-                        ToolState::Present(d) => d,
-                        ToolState::Absent => None,
-                    },
-                    present: state != ToolState::Absent,
-                });
-                previous = state;
-            }
-        }
-        Ok(history)
+        tool_history(observations, |set| self.tool_state(set, tool, &what))
     }
 
     fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
@@ -991,26 +892,7 @@ impl Store for SqliteStore {
             let Some(observation) = self.observation(first.id)? else {
                 return Err(self.corrupt(format!("{what}: observation {} vanished", first.id)));
             };
-            // The first tool of a name is the tool (a later one is a
-            // recorded duplicate); a malformed one has no version to keep.
-            let mut seen = BTreeSet::new();
-            for entry in observation.tools {
-                let Some(name) = entry.name else { continue };
-                if !seen.insert(name.clone()) {
-                    continue;
-                }
-                if let Some(canonical_digest) = entry.canonical_digest {
-                    tools.insert(
-                        name,
-                        BaselineTool {
-                            canonical_digest,
-                            observation: first.id,
-                            accepted_by: None,
-                            accepted_at_ms: None,
-                        },
-                    );
-                }
-            }
+            tools = implicit_baseline(observation);
         }
         Ok(Some(Baseline {
             server: server.to_owned(),
@@ -1023,28 +905,6 @@ impl Store for SqliteStore {
 // ---------------------------------------------------------------------------
 // Types the submodules share (kept here so that their fields are visible to
 // every submodule).
-
-/// An observation row as read, before its values are checked.
-struct SummaryRow {
-    id: i64,
-    server: String,
-    started_at_ms: i64,
-    finished_at_ms: i64,
-    outcome: String,
-    error: Option<String>,
-    protocol_version: Option<String>,
-    tool_set: Option<Vec<u8>>,
-    tool_count: Option<i64>,
-    problem_count: i64,
-}
-
-/// A tool's state in one tool set: absent, or present with its canonical
-/// digest (`None` when malformed).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ToolState {
-    Absent,
-    Present(Option<Digest>),
-}
 
 /// One tool of a listing being written.
 /// Each entry's position, name, tool version id, and raw tool id when it
@@ -1066,31 +926,4 @@ fn versions_of(tx: &Transaction<'_>, tool_set_id: i64) -> rusqlite::Result<Versi
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
     })?
     .collect()
-}
-
-struct Entry<'a> {
-    position: u32,
-    name: Option<&'a str>,
-    raw_tool_id: i64,
-    raw_digest: Digest,
-    /// The tool version: the canonical digest of the normalised tool when
-    /// there is one, else of the raw tool.
-    canonical_digest: Option<Digest>,
-    normalized: Option<NormalizedEntry>,
-}
-
-/// The normalised tool of an entry, as written.
-struct NormalizedEntry {
-    raw_tool_id: i64,
-    raw_digest: Digest,
-    /// `normalized_by`: a JSON array of `{"pointer", "rule"}`.
-    by: String,
-}
-
-/// An inventory as stored: its names sorted, each once, as a JSON array,
-/// and that text's SHA-256.
-pub fn inventory_text(names: &[String]) -> (Digest, String) {
-    let set: std::collections::BTreeSet<&str> = names.iter().map(String::as_str).collect();
-    let text = serde_json::to_string(&set).expect("strings serialise");
-    (digest(text.as_bytes()), text)
 }

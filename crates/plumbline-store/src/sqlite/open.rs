@@ -275,11 +275,13 @@ impl SqliteStore {
             .conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
-                stmt.query_map(params, SummaryRow::read)?
+                stmt.query_map(params, read_summary_row)?
                     .collect::<Result<Vec<_>, _>>()
             })
             .map_err(|source| self.read_err(what, source))?;
-        rows.into_iter().map(|row| row.into_summary(self)).collect()
+        rows.into_iter()
+            .map(|row| row.into_summary(&self.path))
+            .collect()
     }
 
     pub(super) fn document(&self, id: Option<i64>) -> Result<Option<Vec<u8>>, StoreError> {
@@ -298,54 +300,18 @@ impl SqliteStore {
     }
 }
 
-impl SummaryRow {
-    pub(super) fn read(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
-        Ok(SummaryRow {
-            id: row.get(0)?,
-            server: row.get(1)?,
-            started_at_ms: row.get(2)?,
-            finished_at_ms: row.get(3)?,
-            outcome: row.get(4)?,
-            error: row.get(5)?,
-            protocol_version: row.get(6)?,
-            tool_set: row.get(7)?,
-            tool_count: row.get(8)?,
-            problem_count: row.get(9)?,
-        })
-    }
-
-    pub(super) fn into_summary(
-        self,
-        store: &SqliteStore,
-    ) -> Result<ObservationSummary, StoreError> {
-        let what = format!("observation {}", self.id);
-        let outcome = match (self.outcome.as_str(), self.error) {
-            ("ok", None) => Outcome::Ok,
-            ("failed", Some(error)) => Outcome::Failed { error },
-            (other, _) => {
-                return Err(store.corrupt(format!("{what} has outcome {other:?}")));
-            }
-        };
-        let tool_set = match (&outcome, self.tool_set) {
-            (Outcome::Ok, Some(bytes)) => Some(store.digest_from(&bytes, &what)?),
-            (Outcome::Failed { .. }, None) => None,
-            _ => {
-                return Err(store.corrupt(format!("{what} has a tool set that its outcome denies")));
-            }
-        };
-        let count = |n: i64, of: &str| {
-            u32::try_from(n).map_err(|_| store.corrupt(format!("{what} has {n} {of}")))
-        };
-        Ok(ObservationSummary {
-            id: ObservationId(self.id),
-            server: self.server,
-            started_at_ms: self.started_at_ms,
-            finished_at_ms: self.finished_at_ms,
-            outcome,
-            protocol_version: self.protocol_version,
-            tool_set,
-            tool_count: count(self.tool_count.unwrap_or(0), "tools")?,
-            problem_count: count(self.problem_count, "problems")?,
-        })
-    }
+/// An observation row of [`SqliteStore::summaries`]' query.
+fn read_summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
+    Ok(SummaryRow {
+        id: row.get(0)?,
+        server: row.get(1)?,
+        started_at_ms: row.get(2)?,
+        finished_at_ms: row.get(3)?,
+        outcome: row.get(4)?,
+        error: row.get(5)?,
+        protocol_version: row.get(6)?,
+        tool_set: row.get(7)?,
+        tool_count: row.get(8)?,
+        problem_count: row.get(9)?,
+    })
 }

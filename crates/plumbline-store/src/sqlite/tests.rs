@@ -1,4 +1,6 @@
 use super::*;
+use crate::listing::NormalizedEntry;
+use std::collections::BTreeSet;
 
 fn ok_observation(server: &str, tools: &[&str]) -> NewObservation {
     NewObservation {

@@ -1,0 +1,242 @@
+//! [`AnyStore`]: the backend a store location names, opened by
+//! [`open`]. Callers hold this one type whichever database is behind it.
+
+use crate::model::{
+    AlertCounts, AlertId, Baseline, BaselineEdit, NewAlert, NewObservation, NewReview, Observation,
+    ObservationId, ObservationSummary, OutboxAlert, Review, Server, ToolHistoryEntry,
+};
+use crate::{Digest, Location, PostgresStore, SqliteStore, Store, StoreError};
+
+/// A store of either backend.
+#[derive(Debug)]
+pub enum AnyStore {
+    Sqlite(SqliteStore),
+    Postgres(PostgresStore),
+}
+
+/// Opens the store at `location`, creating it (a SQLite file, or the
+/// schema of an empty PostgreSQL database) and bringing its schema up to
+/// date.
+pub fn open(location: &Location) -> Result<AnyStore, StoreError> {
+    Ok(match location {
+        Location::Sqlite(path) => AnyStore::Sqlite(SqliteStore::open(path)?),
+        Location::Postgres(url) => AnyStore::Postgres(PostgresStore::open(url)?),
+    })
+}
+
+impl AnyStore {
+    /// Where the store is, for messages: the file, or the database's URL
+    /// without user information and query.
+    pub fn location(&self) -> &std::path::Path {
+        match self {
+            AnyStore::Sqlite(s) => s.path(),
+            AnyStore::Postgres(s) => s.location(),
+        }
+    }
+
+    /// The schema version recorded in the store.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        match self {
+            AnyStore::Sqlite(s) => s.schema_version(),
+            AnyStore::Postgres(s) => s.schema_version(),
+        }
+    }
+}
+
+/// The same call on whichever backend `$self` holds.
+macro_rules! each {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            AnyStore::Sqlite($s) => $call,
+            AnyStore::Postgres($s) => $call,
+        }
+    };
+}
+
+impl Store for AnyStore {
+    fn drift_summary(
+        &self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        each!(self, s => s.drift_summary(old, new, grader))
+    }
+
+    fn put_drift_summary(
+        &mut self,
+        old: &Digest,
+        new: &Digest,
+        grader: &str,
+        summary: &[u8],
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.put_drift_summary(old, new, grader, summary))
+    }
+
+    fn put_inventory(
+        &mut self,
+        observation: ObservationId,
+        names: &[String],
+    ) -> Result<Digest, StoreError> {
+        each!(self, s => s.put_inventory(observation, names))
+    }
+
+    fn inventory(&self, observation: ObservationId) -> Result<Option<Digest>, StoreError> {
+        each!(self, s => s.inventory(observation))
+    }
+
+    fn inventory_names(&self, inventory: &Digest) -> Result<Option<Vec<String>>, StoreError> {
+        each!(self, s => s.inventory_names(inventory))
+    }
+
+    fn put_server(&mut self, name: &str, identity: &str) -> Result<(), StoreError> {
+        each!(self, s => s.put_server(name, identity))
+    }
+
+    fn servers(&self) -> Result<Vec<Server>, StoreError> {
+        each!(self, s => s.servers())
+    }
+
+    fn server(&self, name: &str) -> Result<Option<Server>, StoreError> {
+        each!(self, s => s.server(name))
+    }
+
+    fn record_observation(
+        &mut self,
+        observation: &NewObservation,
+    ) -> Result<ObservationId, StoreError> {
+        each!(self, s => s.record_observation(observation))
+    }
+
+    fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError> {
+        each!(self, s => s.timeline(server, limit))
+    }
+
+    fn tool_set_changes(
+        &self,
+        server: &str,
+    ) -> Result<Vec<(ObservationSummary, ObservationSummary)>, StoreError> {
+        each!(self, s => s.tool_set_changes(server))
+    }
+
+    fn observation_summary(
+        &self,
+        id: ObservationId,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        each!(self, s => s.observation_summary(id))
+    }
+
+    fn observation(&self, id: ObservationId) -> Result<Option<Observation>, StoreError> {
+        each!(self, s => s.observation(id))
+    }
+
+    fn latest_successful(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        each!(self, s => s.latest_successful(server, before))
+    }
+
+    fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        each!(self, s => s.tool_version(canonical))
+    }
+
+    fn raw_tool(&self, raw: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        each!(self, s => s.raw_tool(raw))
+    }
+
+    fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {
+        each!(self, s => s.tool_history(server, tool))
+    }
+
+    fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
+        each!(self, s => s.enqueue_alert(alert))
+    }
+
+    fn pending_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        each!(self, s => s.pending_alerts(limit))
+    }
+
+    fn due_alerts(
+        &self,
+        channel: &str,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        each!(self, s => s.due_alerts(channel, now_ms, limit))
+    }
+
+    fn next_alert_due(&self, channel: &str) -> Result<Option<i64>, StoreError> {
+        each!(self, s => s.next_alert_due(channel))
+    }
+
+    fn failed_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError> {
+        each!(self, s => s.failed_alerts(limit))
+    }
+
+    fn alert_counts(&self) -> Result<AlertCounts, StoreError> {
+        each!(self, s => s.alert_counts())
+    }
+
+    fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        each!(self, s => s.pending_alert_channels())
+    }
+
+    fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {
+        each!(self, s => s.mark_alert_delivered(id, at_ms))
+    }
+
+    fn retry_alert(
+        &mut self,
+        id: AlertId,
+        error: &str,
+        retry_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.retry_alert(id, error, retry_at_ms))
+    }
+
+    fn give_up_alert(&mut self, id: AlertId, error: &str, at_ms: i64) -> Result<(), StoreError> {
+        each!(self, s => s.give_up_alert(id, error, at_ms))
+    }
+
+    fn retire_alerts(
+        &mut self,
+        channel: &str,
+        reason: &str,
+        at_ms: i64,
+    ) -> Result<u64, StoreError> {
+        each!(self, s => s.retire_alerts(channel, reason, at_ms))
+    }
+
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        each!(self, s => s.mark_reviewed(review))
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.accept_change(review, edits))
+    }
+
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
+        each!(self, s => s.mark_all_reviewed(reviews))
+    }
+
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.accept_changes(accepts))
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        each!(self, s => s.reviews(server))
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        each!(self, s => s.baseline(server))
+    }
+}
