@@ -26,6 +26,24 @@ use sha2::Sha256;
 /// The header that carries the body's signature.
 pub const SIGNATURE_HEADER: &str = "X-Plumbline-Signature";
 
+/// The header naming one alert's delivery: the same on every attempt, by
+/// every watcher, so a receiver can drop the rare duplicate (a watcher
+/// that died between sending and recording the delivery).
+pub const DELIVERY_HEADER: &str = "X-Plumbline-Delivery";
+
+/// An alert's delivery id ([`DELIVERY_HEADER`]): 32 hex digits of the
+/// SHA-256 of what identifies the alert in its history (its observation,
+/// channel and key).
+pub fn delivery_id(observation: i64, channel: &str, key: &str) -> String {
+    let mut bytes = Vec::with_capacity(32 + channel.len() + key.len());
+    bytes.extend_from_slice(b"plumbline delivery v1\0");
+    bytes.extend_from_slice(&observation.to_be_bytes());
+    bytes.extend_from_slice(&(channel.len() as u64).to_be_bytes());
+    bytes.extend_from_slice(channel.as_bytes());
+    bytes.extend_from_slice(key.as_bytes());
+    plumbline_base::digest::digest(&bytes).to_hex()[..32].to_owned()
+}
+
 /// What an alert is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -389,12 +407,14 @@ pub enum WebhookFormat {
 /// Posts an already-built payload (as kept in the store's outbox) to
 /// `url` once, signed when `secret` is set and the format is generic. It
 /// is not retried here: the watcher's outbox decides when to try again,
-/// and keeps the alert until then.
+/// and keeps the alert until then. `delivery` is the alert's
+/// [`delivery_id`], sent as [`DELIVERY_HEADER`].
 pub async fn post_body(
     client: &reqwest::Client,
     url: &str,
     format: WebhookFormat,
     secret: Option<&[u8]>,
+    delivery: Option<&str>,
     body: &[u8],
     timeout: Duration,
 ) -> Result<(), DeliveryError> {
@@ -413,6 +433,9 @@ pub async fn post_body(
         .body(body.to_vec());
     if let (Some(secret), WebhookFormat::Generic) = (secret, format) {
         req = req.header(SIGNATURE_HEADER, sign(secret, body));
+    }
+    if let Some(delivery) = delivery {
+        req = req.header(DELIVERY_HEADER, delivery);
     }
     match req.send().await {
         Ok(resp) if resp.status().is_success() => Ok(()),

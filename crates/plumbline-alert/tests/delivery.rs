@@ -22,6 +22,8 @@ struct Receiver {
     fail_first: usize,
     /// Bodies and signatures accepted.
     accepted: Vec<(Vec<u8>, Option<String>)>,
+    /// The delivery id of each accepted request.
+    deliveries: Vec<Option<String>>,
 }
 
 /// A webhook receiver on a free loopback port; it stops with the runtime.
@@ -46,6 +48,11 @@ async fn receiver(fail_first: usize) -> (String, Arc<Mutex<Receiver>>) {
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
                 r.accepted.push((body.to_vec(), sig));
+                let delivery = headers
+                    .get(plumbline_alert::DELIVERY_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                r.deliveries.push(delivery);
                 StatusCode::NO_CONTENT
             }
         }),
@@ -118,6 +125,7 @@ async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
         &url,
         WebhookFormat::Generic,
         Some(b"s3cret"),
+        Some("0123abcd"),
         &alerts[0].body(),
         TIMEOUT,
     )
@@ -127,6 +135,7 @@ async fn a_rug_pull_sends_exactly_one_signed_alert_and_a_cosmetic_edit_none() {
     assert_eq!((r.attempts, r.accepted.len()), (1, 1));
     let (body, sig) = &r.accepted[0];
     assert!(verify(b"s3cret", body, sig.as_deref().expect("signed")));
+    assert_eq!(r.deliveries, [Some("0123abcd".to_owned())]);
     let v: serde_json::Value = serde_json::from_slice(body).unwrap();
     assert_eq!(v["server"], "shop");
     assert_eq!(v["severity"], "CRITICAL");
@@ -149,6 +158,7 @@ async fn a_refused_delivery_is_one_attempt_returned_as_an_error() {
         &url,
         WebhookFormat::Slack,
         Some(b"s3cret"),
+        None,
         &alert.slack_body(),
         TIMEOUT,
     )
@@ -165,6 +175,7 @@ async fn a_refused_delivery_is_one_attempt_returned_as_an_error() {
         &url,
         WebhookFormat::Slack,
         Some(b"s3cret"),
+        None,
         &alert.slack_body(),
         TIMEOUT,
     )
@@ -274,4 +285,19 @@ async fn a_hook_that_never_reads_its_input_is_ended_at_the_timeout_with_its_chil
     }
     assert!(!alive(), "the hook's child {pid} outlived it");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_delivery_id_names_one_alert_and_only_it() {
+    let id = plumbline_alert::delivery_id(7, "security", "drift add");
+    assert_eq!(id.len(), 32);
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(id, plumbline_alert::delivery_id(7, "security", "drift add"));
+    for other in [
+        plumbline_alert::delivery_id(8, "security", "drift add"),
+        plumbline_alert::delivery_id(7, "securit", "ydrift add"),
+        plumbline_alert::delivery_id(7, "security", "drift sub"),
+    ] {
+        assert_ne!(id, other);
+    }
 }

@@ -130,6 +130,7 @@ impl Recorder for HistoryRecorder {
             store.store_mut(),
             &self.grader,
             vec![Observed {
+                lease: None,
                 identity: self.identity.to_string(),
                 observation,
             }],

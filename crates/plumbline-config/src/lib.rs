@@ -79,6 +79,10 @@ pub struct WatchConfig {
     pub alert_backoff_secs: Option<f64>,
     /// How long one delivery attempt may take (default 10).
     pub alert_timeout_secs: Option<f64>,
+    /// How long a watcher holds a server without renewing its lease
+    /// (default 30): when several watchers share one history, a server
+    /// whose watcher died is taken over within this long.
+    pub lease_secs: Option<f64>,
     /// Per-server intervals in seconds, overriding `interval_secs`:
     /// `[watch.intervals]` then `github = 60`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -86,6 +86,7 @@ fn seed_with(taxonomy: plumbline_taxonomy::Taxonomy) -> Fixture {
             &mut store,
             &grader,
             vec![plumbline_history::Observed {
+                lease: None,
                 identity,
                 observation,
             }],
@@ -1354,6 +1355,7 @@ async fn a_megabyte_tool_makes_bounded_pages_with_a_raw_download() {
                 &mut store,
                 &grader,
                 vec![plumbline_history::Observed {
+                    lease: None,
                     identity: r#"{"transport":"stdio","command":"big"}"#.to_owned(),
                     observation: o,
                 }],
@@ -1596,6 +1598,7 @@ async fn a_costly_change_page_is_answered_and_refused_to_other_sites() {
                 &mut store,
                 &grader,
                 vec![plumbline_history::Observed {
+                    lease: None,
                     identity: r#"{"transport":"stdio","command":"big"}"#.to_owned(),
                     observation: o,
                 }],
@@ -1666,6 +1669,7 @@ async fn page_titles_carry_no_raw_control_or_bidi_characters() {
                 &mut store,
                 &grader,
                 vec![plumbline_history::Observed {
+                    lease: None,
                     identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
                     observation: o,
                 }],
@@ -1724,6 +1728,7 @@ async fn accepting_an_observation_is_all_or_nothing_and_one_pass() {
                 &mut store,
                 &grader,
                 vec![plumbline_history::Observed {
+                    lease: None,
                     identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
                     observation: observation(server, at, &refs),
                 }],
@@ -1807,6 +1812,7 @@ async fn server_and_observation_pages_show_the_servers_own_name_and_version() {
             &mut store,
             &grader,
             vec![plumbline_history::Observed {
+                lease: None,
                 identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
                 observation: o,
             }],

@@ -161,6 +161,7 @@ mod tests {
 
     fn observation(at: i64, tools: &[&str], failed: bool) -> Observed {
         Observed {
+            lease: None,
             identity: r#"{"transport":"stdio","command":"x"}"#.to_owned(),
             observation: NewObservation {
                 server: "s".to_owned(),

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use plumbline_store::{AnyStore, Location};
+use plumbline_store::{AnyStore, Lease, LeaseClaim, Location};
 
 use plumbline_store::{
     AlertCounts, AlertId, Baseline, BaselineEdit, Digest, NewAlert, NewReview, Observation,
@@ -62,6 +62,36 @@ impl History {
     /// observation, after a restart say, never alerts twice.
     pub fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
         self.store.enqueue_alert(alert)
+    }
+
+    /// Takes up to `limit` due alerts of `channel` for delivery: due for
+    /// nobody else until `now_ms + claim_ms`.
+    pub fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.store
+            .claim_due_alerts(channel, now_ms, claim_ms, limit)
+    }
+
+    // Leases: several watchers, one history.
+    /// Claims `claim.holder`'s share of its servers
+    /// ([`plumbline_store::lease`]); the leases it holds afterwards.
+    pub fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        self.store.claim_leases(claim)
+    }
+
+    /// Releases every lease of `holder` (a watcher stopping).
+    pub fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        self.store.release_leases(holder)
+    }
+
+    /// Every lease, by server.
+    pub fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        self.store.leases()
     }
 
     /// Pending alerts (neither delivered nor failed), oldest first.

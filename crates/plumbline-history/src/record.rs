@@ -3,7 +3,7 @@
 //! summary kept in the store for every reader.
 
 use plumbline_drift::{drift_among, Change, Drift, Tool, ToolDrift};
-use plumbline_store::{NewObservation, NormalizedValue, ObservationId, Problem, Store};
+use plumbline_store::{LeaseToken, NewObservation, NormalizedValue, ObservationId, Problem, Store};
 use plumbline_taxonomy::json::{parse_tool, Value};
 use plumbline_taxonomy::Classification;
 
@@ -16,6 +16,10 @@ use crate::{Changes, Grader, HistoryError};
 pub struct Observed {
     pub identity: String,
     pub observation: NewObservation,
+    /// The lease the observation was made under (a watcher sharing the
+    /// history with others): recorded only while it is still the
+    /// server's, else skipped.
+    pub lease: Option<LeaseToken>,
 }
 
 /// What recording one observation found.
@@ -243,7 +247,16 @@ pub fn record(
         let hidden = hidden_by_rules(store, grader, &o.observation)?;
         o.observation.problems.extend(hidden);
         let n = &o.observation;
-        let id = store.record_observation(n)?;
+        let id = match &o.lease {
+            None => store.record_observation(n)?,
+            Some(lease) => match store.record_observation_under(n, lease) {
+                Ok(id) => id,
+                // Another watcher holds the server now: what this one saw
+                // is not its to record; the rest of the batch goes on.
+                Err(plumbline_store::StoreError::LeaseLost { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            },
+        };
         let vanished =
             || HistoryError::Inconsistent(format!("observation {id} vanished after recording"));
         let summary = store.observation_summary(id)?.ok_or_else(vanished)?;

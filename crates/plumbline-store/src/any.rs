@@ -5,7 +5,9 @@ use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, NewAlert, NewObservation, NewReview, Observation,
     ObservationId, ObservationSummary, OutboxAlert, Review, Server, ToolHistoryEntry,
 };
-use crate::{Digest, Location, PostgresStore, SqliteStore, Store, StoreError};
+use crate::{
+    Digest, Lease, LeaseClaim, LeaseToken, Location, PostgresStore, SqliteStore, Store, StoreError,
+};
 
 /// A store of either backend.
 #[derive(Debug)]
@@ -54,6 +56,36 @@ macro_rules! each {
 }
 
 impl Store for AnyStore {
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        each!(self, s => s.claim_leases(claim))
+    }
+
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        each!(self, s => s.release_leases(holder))
+    }
+
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        each!(self, s => s.leases())
+    }
+
+    fn record_observation_under(
+        &mut self,
+        observation: &NewObservation,
+        lease: &LeaseToken,
+    ) -> Result<ObservationId, StoreError> {
+        each!(self, s => s.record_observation_under(observation, lease))
+    }
+
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        each!(self, s => s.claim_due_alerts(channel, now_ms, claim_ms, limit))
+    }
+
     fn drift_summary(
         &self,
         old: &Digest,

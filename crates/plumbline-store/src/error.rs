@@ -100,6 +100,14 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// An observation made under a lease another watcher has since taken
+    /// (this one paused, or lost the database, past its lease).
+    #[error(
+        "not recording the observation of server {server:?}: its lease (epoch {epoch}) \
+         is no longer this watcher's"
+    )]
+    LeaseLost { server: String, epoch: i64 },
+
     #[error("the store {path} is inconsistent: {detail}")]
     Corrupt { path: PathBuf, detail: String },
 }

@@ -87,6 +87,7 @@
 pub use plumbline_base::canonical;
 mod any;
 mod error;
+pub mod lease;
 mod listing;
 mod location;
 pub mod model;
@@ -101,6 +102,7 @@ use std::path::{Path, PathBuf};
 
 pub use any::{open, AnyStore};
 pub use error::{BackendError, StoreError};
+pub use lease::{Lease, LeaseClaim, LeaseToken};
 pub use listing::inventory_text;
 pub use location::Location;
 pub use model::{
@@ -306,6 +308,44 @@ pub trait Store {
     /// each came from. `None` when nothing was accepted and the server has
     /// no successful observation yet.
     fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
+
+    // Several watchers, one history ([`lease`]).
+
+    /// Claims `claim.holder`'s share of `claim.servers`, in one
+    /// transaction: renews what it holds, releases what is past its share
+    /// or no longer in its registry, takes free servers under a new epoch
+    /// ([`lease::decide`]), and records the watcher as seen. Returns the
+    /// leases it holds afterwards, by server.
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError>;
+
+    /// Releases every lease of `holder` (a watcher stopping) and forgets
+    /// it as a watcher; returns how many leases it held.
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError>;
+
+    /// Every lease, by server.
+    fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+
+    /// [`Store::record_observation`] under `lease`: recorded only while
+    /// the server's lease has that holder and epoch, in the same
+    /// transaction; otherwise [`StoreError::LeaseLost`] and nothing is
+    /// written.
+    fn record_observation_under(
+        &mut self,
+        observation: &NewObservation,
+        lease: &LeaseToken,
+    ) -> Result<ObservationId, StoreError>;
+
+    /// Takes up to `limit` due alerts of `channel` for delivery, in one
+    /// transaction: each is due for nobody else until `now_ms + claim_ms`
+    /// (a deliverer that dies mid-delivery leaves it to be claimed again
+    /// then). Soonest due first.
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError>;
 }
 
 /// The per-user store every project shared before stores were per project

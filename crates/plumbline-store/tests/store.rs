@@ -692,7 +692,128 @@ pub fn text_a_hostile_server_sends_is_kept_whole(backend: Backend) {
     assert_eq!(summary.outcome.error(), Some(error));
 }
 
+pub fn watchers_share_the_servers_and_a_lost_lease_records_nothing(backend: Backend) {
+    use plumbline_store::{LeaseClaim, LeaseToken};
+    let (fx, mut store) = new_store(backend);
+    let servers = ["a", "b", "c", "d"];
+    for s in servers {
+        store.put_server(s, IDENTITY).expect("server");
+    }
+    let lease_ms = 30_000;
+    let claim = |store: &mut AnyStore, holder: &str, now_ms: i64| -> Vec<(String, i64)> {
+        store
+            .claim_leases(&LeaseClaim {
+                holder: holder.to_owned(),
+                servers: servers.iter().map(|s| (*s).to_owned()).collect(),
+                lease_ms,
+                now_ms,
+            })
+            .expect("claim")
+            .into_iter()
+            .map(|l| (l.server, l.epoch))
+            .collect()
+    };
+    let held = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+        pairs.iter().map(|(s, e)| ((*s).to_owned(), *e)).collect()
+    };
+    // Alone, the first watcher takes everything.
+    assert_eq!(
+        claim(&mut store, "w1", 1_000),
+        held(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)])
+    );
+    // A second one arrives (another handle, as another process): nothing
+    // is free yet; at its next renewal the first keeps its half, and the
+    // second takes the rest under new epochs.
+    let mut other = fx.open();
+    assert_eq!(claim(&mut other, "w2", 2_000), held(&[]));
+    assert_eq!(claim(&mut store, "w1", 3_000), held(&[("a", 1), ("b", 1)]));
+    assert_eq!(claim(&mut other, "w2", 4_000), held(&[("c", 2), ("d", 2)]));
+
+    let observe = |store: &mut AnyStore, server: &str, holder: &str, epoch: i64| {
+        store.record_observation_under(
+            &ok_observation(server, 5_000, vec![raw(r#"{"name":"t"}"#)]),
+            &LeaseToken {
+                holder: holder.to_owned(),
+                epoch,
+            },
+        )
+    };
+    observe(&mut store, "a", "w1", 1).expect("w1 holds a");
+    // w1 once held c under epoch 1: that lease is w2's now.
+    let before = fx.count("observations");
+    let err = observe(&mut store, "c", "w1", 1).expect_err("not w1's any more");
+    assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
+    assert!(err.to_string().contains("\"c\""), "{err}");
+    assert_eq!(fx.count("observations"), before, "nothing written");
+    observe(&mut other, "c", "w2", 2).expect("w2 holds c");
+
+    // w1 stops renewing (killed): past its lease, w2 is the only watcher
+    // seen and takes its servers under new epochs; w1's old epoch records
+    // nothing.
+    let later = 3_000 + lease_ms + 1;
+    assert_eq!(
+        claim(&mut other, "w2", later),
+        held(&[("a", 2), ("b", 2), ("c", 2), ("d", 2)])
+    );
+    let err = observe(&mut store, "a", "w1", 1).expect_err("taken over");
+    assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
+    // Stopping releases everything at once, for whoever claims next.
+    assert_eq!(other.release_leases("w2").expect("released"), 4);
+    assert!(store
+        .leases()
+        .expect("leases")
+        .iter()
+        .all(|l| l.holder.is_none()));
+    assert_eq!(
+        claim(&mut store, "w1", later + 1),
+        held(&[("a", 3), ("b", 3), ("c", 3), ("d", 3)])
+    );
+}
+
+pub fn a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out(backend: Backend) {
+    use plumbline_store::NewAlert;
+    let (_fx, mut store) = new_store(backend);
+    let obs = store
+        .record_observation(&ok_observation("docs", 1, Vec::new()))
+        .expect("observation");
+    let ids: Vec<_> = ["x", "y", "z"]
+        .iter()
+        .map(|key| {
+            store
+                .enqueue_alert(&NewAlert {
+                    server: "docs".into(),
+                    observation: obs,
+                    channel: "hooks".into(),
+                    key: (*key).into(),
+                    body: b"{}".to_vec(),
+                    created_at_ms: 2,
+                })
+                .expect("enqueue")
+                .expect("new")
+        })
+        .collect();
+    let claimed = |store: &mut AnyStore, now: i64, limit: u32| -> Vec<_> {
+        store
+            .claim_due_alerts("hooks", now, 60_000, limit)
+            .expect("claim")
+            .into_iter()
+            .map(|a| a.id)
+            .collect()
+    };
+    assert_eq!(claimed(&mut store, 10, 2), ids[..2]);
+    // Another deliverer at the same moment gets only the third.
+    assert_eq!(claimed(&mut store, 10, 10), ids[2..]);
+    assert!(claimed(&mut store, 11, 10).is_empty());
+    assert_eq!(store.next_alert_due("hooks").expect("next"), Some(60_010));
+    store.mark_alert_delivered(ids[0], 20).expect("delivered");
+    // A deliverer that died mid-delivery: its claims run out, and the
+    // undelivered alerts are due again, soonest first.
+    assert_eq!(claimed(&mut store, 60_010, 10), ids[1..]);
+}
+
 on_each_backend! {
+    watchers_share_the_servers_and_a_lost_lease_records_nothing,
+    a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out,
     text_a_hostile_server_sends_is_kept_whole,
     raw_bytes_round_trip_exactly_with_odd_white_space_key_order_and_escapes,
     tools_differing_only_in_key_order_share_a_canonical_digest_but_keep_their_own_raw_bytes,

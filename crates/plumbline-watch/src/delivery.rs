@@ -198,6 +198,9 @@ impl ChannelTask {
     }
 }
 
+/// How long a claimed alert stays claimed beyond its attempt's timeout.
+const CLAIM_MARGIN_MS: i64 = 30_000;
+
 /// One channel's delivery, over its own store connection.
 struct Delivery {
     channel: String,
@@ -232,8 +235,19 @@ impl Delivery {
     }
 
     /// One attempt at each alert due now (at most a batch), in order.
+    /// Each is claimed before it is sent, so that no watcher sharing the
+    /// history sends it meanwhile; a claim outlasts the attempt, and one
+    /// this watcher dies holding runs out by itself.
     async fn round(&mut self) -> anyhow::Result<()> {
-        for alert in self.store.due_alerts(&self.channel, now_ms(), 64)? {
+        let claim = self.policy.timeout.as_millis() as i64 + CLAIM_MARGIN_MS;
+        for _ in 0..64 {
+            let Some(alert) = self
+                .store
+                .claim_due_alerts(&self.channel, now_ms(), claim, 1)?
+                .pop()
+            else {
+                break;
+            };
             self.attempt(alert).await?;
         }
         Ok(())
@@ -252,7 +266,7 @@ impl Delivery {
 
     async fn attempt(&mut self, alert: OutboxAlert) -> anyhow::Result<()> {
         let started = tokio::time::Instant::now();
-        let result = send(&self.target, &alert.body, &self.client, self.policy.timeout).await;
+        let result = send(&self.target, &alert, &self.client, self.policy.timeout).await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let attempt = alert.attempts + 1;
         let at = now_ms();
@@ -355,26 +369,35 @@ async fn run(
 /// One delivery attempt of `body` to `target`.
 async fn send(
     target: &Target,
-    body: &[u8],
+    alert: &OutboxAlert,
     client: &reqwest::Client,
     timeout: Duration,
 ) -> Result<(), String> {
+    let body = &alert.body;
+    let delivery = plumbline_alert::delivery_id(alert.observation.0, &alert.channel, &alert.key);
     match target {
         Target::Webhook { url, secret, .. } => post_body(
             client,
             url,
             WebhookFormat::Generic,
             secret.as_deref().map(str::as_bytes),
+            Some(&delivery),
             body,
             timeout,
         )
         .await
         .map_err(|e| e.to_string()),
-        Target::Slack { url, .. } => {
-            post_body(client, url, WebhookFormat::Slack, None, body, timeout)
-                .await
-                .map_err(|e| e.to_string())
-        }
+        Target::Slack { url, .. } => post_body(
+            client,
+            url,
+            WebhookFormat::Slack,
+            None,
+            Some(&delivery),
+            body,
+            timeout,
+        )
+        .await
+        .map_err(|e| e.to_string()),
         Target::Jsonl => {
             use std::io::Write as _;
             let mut out = std::io::stdout().lock();

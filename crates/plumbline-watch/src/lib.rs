@@ -30,6 +30,7 @@ pub mod observe;
 
 pub mod alerting;
 mod delivery;
+mod leases;
 mod schedule;
 mod worker;
 
@@ -49,6 +50,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::delivery::Channels;
+use crate::leases::Leases;
 use crate::metrics::Metrics;
 use crate::observe::{collect_with, record_all, Collected, Report};
 use crate::schedule::{first_due, Schedule};
@@ -95,7 +97,7 @@ pub async fn once(options: &Options) -> Result<Vec<Report>> {
         c = collect_with(servers, limits, concurrency, false, observe::Progress::Quiet) => c?,
         () = stop.requested() => return Ok(Vec::new()),
     };
-    let recorded = process(&mut store, &grader, &metrics, collected)?;
+    let recorded = process(&mut store, &grader, &metrics, collected, None)?;
     alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
     retire_unconfigured(&mut store, &config)?;
     drop(store);
@@ -145,6 +147,14 @@ pub async fn daemon(options: &Options) -> Result<()> {
     let mut channels = Channels::new(options.store.clone(), client, Arc::clone(&metrics));
     channels.configure(&config).await?;
 
+    // Which servers this watcher observes, when others share the history.
+    let mut leases = Leases::new(lease_length(&config));
+    leases.free_the_dead(&mut store)?;
+    leases.claim(&mut store, config.servers.keys().cloned().collect())?;
+    metrics.leases(leases.held());
+    let mut renew = tokio::time::interval_at(Instant::now() + leases.every(), leases.every());
+    renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
     let (tx, mut rx) = mpsc::channel::<Collected>(256);
     let mut ctx = Arc::new(WorkerContext::new(
         &config,
@@ -153,6 +163,9 @@ pub async fn daemon(options: &Options) -> Result<()> {
     )?);
     let mut workers: BTreeMap<String, Worker> = BTreeMap::new();
     for (name, server) in &config.servers {
+        if !leases.held().contains_key(name) {
+            continue;
+        }
         let schedule = Schedule::of(&config, name);
         let due = first_due(&store, name, &schedule)?;
         workers.insert(
@@ -162,6 +175,8 @@ pub async fn daemon(options: &Options) -> Result<()> {
     }
     tracing::info!(
         servers = config.servers.len(),
+        held = leases.held().len(),
+        watcher = %leases.holder(),
         channels = config.alerts.len(),
         taxonomy = %grader.taxonomy(),
         "plumbline watch: watching"
@@ -188,9 +203,11 @@ pub async fn daemon(options: &Options) -> Result<()> {
                 }
                 let (recorder, grader, metrics) =
                     (Arc::clone(&recorder), Arc::clone(&grader), Arc::clone(&metrics));
+                // Each listing is recorded under the lease held now.
+                let held = leases.held().clone();
                 recording = Some(tokio::task::spawn_blocking(move || {
                     let mut store = recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    process(&mut store, &grader, &metrics, batch)
+                    process(&mut store, &grader, &metrics, batch, Some(&held))
                 }));
             }
             done = async { recording.as_mut().expect("guarded by the condition").await }, if recording.is_some() => {
@@ -206,6 +223,34 @@ pub async fn daemon(options: &Options) -> Result<()> {
                 refresh_outbox(&store, &metrics);
                 metrics.beat(now_ms());
             }
+            _ = renew.tick() => {
+                if let Err(e) = leases.claim(&mut store, config.servers.keys().cloned().collect()) {
+                    metrics.lease_claim_failed();
+                    tracing::error!(
+                        held = leases.held().len(),
+                        "plumbline watch: cannot renew the leases: {e:#}"
+                    );
+                }
+                metrics.leases(leases.held());
+                // Stop observing what is no longer held; start what was
+                // taken over.
+                for name in workers.keys().cloned().collect::<Vec<_>>() {
+                    if !leases.held().contains_key(&name) {
+                        if let Some(w) = workers.remove(&name) {
+                            w.stop().await;
+                            tracing::info!(server = %name, "plumbline watch: no longer holds the server");
+                        }
+                    }
+                }
+                for (name, server) in &config.servers {
+                    if leases.held().contains_key(name) && !workers.contains_key(name) {
+                        let schedule = Schedule::of(&config, name);
+                        let due = first_due(&store, name, &schedule)?;
+                        workers.insert(name.clone(), Worker::spawn(name, server, schedule, due, &ctx));
+                        tracing::info!(server = %name, "plumbline watch: took over the server");
+                    }
+                }
+            }
             _ = hangup.recv() => match load(&options.config) {
                 Ok(new) => {
                     if new.limits != config.limits || new.watch.concurrency != config.watch.concurrency {
@@ -217,6 +262,9 @@ pub async fn daemon(options: &Options) -> Result<()> {
                     }
                     let mut kept = BTreeMap::new();
                     for (name, server) in &new.servers {
+                        if !leases.held().contains_key(name) {
+                            continue;
+                        }
                         let schedule = Schedule::of(&new, name);
                         match workers.remove(name) {
                             Some(w) if w.server == *server && w.schedule == schedule => {
@@ -272,12 +320,25 @@ pub async fn daemon(options: &Options) -> Result<()> {
             "plumbline watch: stopped while a batch was being recorded; it is kept only if it finishes first"
         );
     } else if !finished.is_empty() {
-        let recorded = process(&mut store, &grader, &metrics, finished)?;
+        let recorded = process(&mut store, &grader, &metrics, finished, Some(leases.held()))?;
         // Queued, so that the next run delivers them.
         alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
     }
+    // The others take this watcher's servers at their next claim.
+    match leases.release(&mut store) {
+        Ok(released) => tracing::info!(released, "plumbline watch: released its leases"),
+        Err(e) => tracing::warn!(
+            "plumbline watch: cannot release its leases (they run out by themselves): {e:#}"
+        ),
+    }
     tracing::info!("plumbline watch: stopped");
     Ok(())
+}
+
+/// How long this watcher holds a server without renewing (`[watch]
+/// lease_secs`, default 30).
+fn lease_length(config: &Config) -> Duration {
+    Duration::from_secs_f64(config.watch.lease_secs.unwrap_or(30.0).clamp(1.0, 3600.0))
 }
 
 /// How often the loop shows it is alive and refreshes the outbox gauges.
@@ -288,14 +349,25 @@ fn open(options: &Options) -> Result<History> {
         .with_context(|| format!("opening the store {}", options.store.display()))
 }
 
-/// Records collected listings (graded once), logs and counts them.
+/// Records collected listings (graded once), logs and counts them; under
+/// `leases`, each under its server's lease (one no longer held is not
+/// recorded, and said so).
 fn process(
     store: &mut History,
     grader: &Grader,
     metrics: &Metrics,
     collected: Vec<Collected>,
+    leases: Option<&BTreeMap<String, plumbline_history::LeaseToken>>,
 ) -> Result<Vec<Recorded>> {
-    let recorded = record_all(store, grader, &collected)?;
+    let recorded = record_all(store, grader, &collected, leases)?;
+    let skipped = collected.len() - recorded.len();
+    if skipped > 0 {
+        metrics.lease_lost(skipped as u64);
+        tracing::warn!(
+            skipped,
+            "plumbline watch: listings made under a lease another watcher has since taken are not recorded"
+        );
+    }
     for r in &recorded {
         let seconds = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
         metrics.observed(r.error.is_none(), seconds);

@@ -33,6 +33,11 @@ pub struct Metrics {
     /// When the loop that records observations last ran (Unix ms; 0:
     /// not started).
     beat_ms: AtomicU64,
+    /// The servers this watcher holds, with their lease's epoch.
+    leases: std::sync::Mutex<Vec<(String, i64)>>,
+    lease_claims_failed: AtomicU64,
+    /// Listings not recorded because their lease was lost meanwhile.
+    lease_lost: AtomicU64,
 }
 
 /// How long the recording loop may go without running before `/healthz`
@@ -100,6 +105,25 @@ impl Metrics {
     pub fn outbox(&self, pending: u64, failed: u64) {
         self.outbox_pending.store(pending, Ordering::Relaxed);
         self.outbox_failed.store(failed, Ordering::Relaxed);
+    }
+
+    /// The leases this watcher holds now.
+    pub fn leases(&self, held: &std::collections::BTreeMap<String, plumbline_history::LeaseToken>) {
+        let held = held.iter().map(|(s, t)| (s.clone(), t.epoch)).collect();
+        *self
+            .leases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = held;
+    }
+
+    /// A claim of the leases failed (the store could not be reached).
+    pub fn lease_claim_failed(&self) {
+        self.lease_claims_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `n` listings were not recorded: their lease was lost meanwhile.
+    pub fn lease_lost(&self, n: u64) {
+        self.lease_lost.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The recording loop ran at `now_ms`.
@@ -191,6 +215,48 @@ impl Metrics {
             "SSE streams resumed (after the server's retry, with Last-Event-ID) when a server ended them.",
             &[(String::new(), get(&self.stream_resumptions))],
         );
+        let leases = self
+            .leases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        family(
+            &mut s,
+            "plumbline_leases_held",
+            "gauge",
+            "Servers this watcher holds the lease of (and so observes).",
+            &[(String::new(), leases.len() as u64)],
+        );
+        let epochs: Vec<(String, u64)> = leases
+            .iter()
+            .map(|(server, epoch)| {
+                (
+                    format!("{{server=\"{}\"}}", label_value(server)),
+                    (*epoch).max(0) as u64,
+                )
+            })
+            .collect();
+        family(
+            &mut s,
+            "plumbline_lease_epoch",
+            "gauge",
+            "The epoch of each lease this watcher holds, by server.",
+            &epochs,
+        );
+        family(
+            &mut s,
+            "plumbline_lease_claims_failed_total",
+            "counter",
+            "Lease claims that failed (the store could not be reached).",
+            &[(String::new(), get(&self.lease_claims_failed))],
+        );
+        family(
+            &mut s,
+            "plumbline_lease_lost_listings_total",
+            "counter",
+            "Listings not recorded because another watcher took their lease meanwhile.",
+            &[(String::new(), get(&self.lease_lost))],
+        );
         let name = "plumbline_observation_duration_seconds";
         let count = get(&self.duration_count);
         let mut buckets: Vec<(String, u64)> = BUCKETS
@@ -267,9 +333,51 @@ pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     });
 }
 
+/// A Prometheus label value: backslash, double quote and line feed
+/// escaped, other control characters dropped.
+fn label_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn renders_the_leases_held_with_server_names_escaped() {
+        let m = Metrics::default();
+        let token = |epoch| plumbline_history::LeaseToken {
+            holder: "w".into(),
+            epoch,
+        };
+        let held = [
+            ("shop".to_owned(), token(3)),
+            ("a\"b\\c\nd\u{1b}".to_owned(), token(1)),
+        ]
+        .into_iter()
+        .collect();
+        m.leases(&held);
+        let text = m.render();
+        assert!(text.contains("plumbline_leases_held 2\n"), "{text}");
+        assert!(
+            text.contains("plumbline_lease_epoch{server=\"shop\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("plumbline_lease_epoch{server=\"a\\\"b\\\\c\\nd\"} 1\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn renders_counters_and_a_cumulative_histogram() {

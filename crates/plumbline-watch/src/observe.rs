@@ -3,12 +3,13 @@
 //! and report the drift since the server's previous successful
 //! observation, worst first.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
 use anyhow::Result;
 use plumbline_drift::Drift;
-use plumbline_history::{Grader, Observed, Recorded};
+use plumbline_history::{Grader, LeaseToken, Observed, Recorded};
 use plumbline_history::{
     History, NewObservation, NormalizedTool, NormalizedValue, Outcome as StoreOutcome, Problem,
     ProblemKind, RawTool,
@@ -424,20 +425,30 @@ pub fn record(
     grader: &Grader,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
-    Ok(reports(record_all(store, grader, &collected)?))
+    Ok(reports(record_all(store, grader, &collected, None)?))
 }
 
-/// Records each collected listing through the history, in order.
+/// Records each collected listing through the history, in order. Under
+/// `leases` (a daemon's), a listing is recorded under its server's lease,
+/// and one of a server no longer held is not recorded at all.
 pub fn record_all(
     store: &mut History,
     grader: &Grader,
     collected: &[Collected],
+    leases: Option<&BTreeMap<String, LeaseToken>>,
 ) -> Result<Vec<Recorded>> {
     let batch = collected
         .iter()
-        .map(|c| Observed {
-            identity: c.identity.to_string(),
-            observation: new_observation(c),
+        .filter_map(|c| {
+            let lease = match leases {
+                None => None,
+                Some(held) => Some(held.get(&c.server)?.clone()),
+            };
+            Some(Observed {
+                lease,
+                identity: c.identity.to_string(),
+                observation: new_observation(c),
+            })
         })
         .collect();
     Ok(plumbline_history::record(store.store_mut(), grader, batch)?)

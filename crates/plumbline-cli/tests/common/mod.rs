@@ -349,7 +349,18 @@ pub fn receiver() -> (String, Received) {
 /// A receiver that answers 503 to the first `failures` requests (those
 /// are not counted as received), then 204; the counter can be changed.
 pub fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>) {
+    let (url, received, to_fail, _) = recording_receiver(failures);
+    (url, received, to_fail)
+}
+
+/// Each accepted request's X-Plumbline-Delivery header.
+pub type Deliveries = Arc<Mutex<Vec<Option<String>>>>;
+
+/// [`failing_receiver`], also keeping each accepted request's delivery id.
+pub fn recording_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>, Deliveries) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let deliveries: Deliveries = Arc::default();
+    let delivered = Arc::clone(&deliveries);
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let received: Received = Arc::default();
     let sink = Arc::clone(&received);
@@ -360,6 +371,7 @@ pub fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>)
             let mut reader = BufReader::new(stream.try_clone().expect("clone"));
             let mut length = 0usize;
             let mut signature = None;
+            let mut delivery = None;
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -373,6 +385,7 @@ pub fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>)
                     match k.to_ascii_lowercase().as_str() {
                         "content-length" => length = v.trim().parse().unwrap_or(0),
                         "x-plumbline-signature" => signature = Some(v.trim().to_owned()),
+                        "x-plumbline-delivery" => delivery = Some(v.trim().to_owned()),
                         _ => {}
                     }
                 }
@@ -390,9 +403,10 @@ pub fn failing_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize>)
             }
             if reader.read_exact(&mut body).is_ok() {
                 sink.lock().unwrap().push((body, signature));
+                delivered.lock().unwrap().push(delivery);
             }
             let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
         }
     });
-    (url, received, to_fail)
+    (url, received, to_fail, deliveries)
 }

@@ -41,6 +41,7 @@ pub fn listing(revision: u64) -> Vec<RawTool> {
 /// An observation of `server` listing `tools` at `at_ms`.
 pub fn observed(server: &str, at_ms: i64, tools: Vec<RawTool>) -> Observed {
     Observed {
+        lease: None,
         identity: format!(r#"{{"transport":"stdio","command":"{server}"}}"#),
         observation: NewObservation {
             server: server.to_owned(),

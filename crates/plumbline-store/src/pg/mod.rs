@@ -44,6 +44,7 @@ use postgres::{Client, GenericClient, Row, Statement};
 
 use crate::StoreError;
 
+mod leases;
 mod location;
 mod read;
 mod record;
@@ -54,7 +55,10 @@ pub use location::PostgresLocation;
 
 /// The schema migrations, in order: entry `i` takes the schema from
 /// version `i` to version `i + 1`. Append only; never edit a released one.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_initial.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_initial.sql"),
+    include_str!("migrations/0002_leases.sql"),
+];
 
 /// The advisory lock that makes migrating a singleton across every
 /// process that opens the database ("plumblin" in ASCII).

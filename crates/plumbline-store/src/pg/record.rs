@@ -13,6 +13,7 @@ use postgres::types::ToSql;
 use postgres::Transaction;
 
 use super::{Db, Session};
+use crate::lease::LeaseToken;
 use crate::listing::{check_observation, entries, inventory_text, tool_set_digest, Entry};
 use crate::model::{AlertId, NewAlert, NewObservation, ObservationId, Outcome};
 use crate::{canonicalize, digest, Digest, StoreError};
@@ -290,9 +291,12 @@ impl Session {
         Ok(digest)
     }
 
+    /// [`crate::Store::record_observation`], checking `lease` first when
+    /// given.
     pub(super) fn record_observation(
         &mut self,
         observation: &NewObservation,
+        lease: Option<&LeaseToken>,
     ) -> Result<ObservationId, StoreError> {
         check_observation(observation)?;
         let raw_digests: Vec<Digest> = observation.tools.iter().map(|t| digest(&t.raw)).collect();
@@ -330,6 +334,33 @@ impl Session {
             });
         };
         let server_id: i64 = row.try_get(0).map_err(&lock_err)?;
+        if let Some(lease) = lease {
+            // FOR SHARE: a claim changing the lease waits for this write,
+            // and this write for a claim under way.
+            let current = tx
+                .query_opt(
+                    "SELECT holder, epoch FROM leases WHERE server = $1 FOR SHARE",
+                    &[&server.as_bytes()],
+                )
+                .and_then(|row| {
+                    row.map(|r| {
+                        Ok::<_, postgres::Error>((
+                            r.try_get::<_, Option<Vec<u8>>>(0)?,
+                            r.try_get::<_, i64>(1)?,
+                        ))
+                    })
+                    .transpose()
+                })
+                .map_err(&lock_err)?;
+            let held = matches!(&current, Some((Some(holder), epoch))
+                if holder.as_slice() == lease.holder.as_bytes() && *epoch == lease.epoch);
+            if !held {
+                return Err(StoreError::LeaseLost {
+                    server: server.to_owned(),
+                    epoch: lease.epoch,
+                });
+            }
+        }
 
         let mut wanted: Vec<Digest> = raw_digests.clone();
         wanted.extend(

@@ -6,9 +6,43 @@ use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, NewAlert, NewObservation, NewReview, Observation,
     ObservationId, ObservationSummary, OutboxAlert, Review, ReviewStatus, Server, ToolHistoryEntry,
 };
-use crate::{Digest, Store, StoreError};
+use crate::{Digest, Lease, LeaseClaim, LeaseToken, Store, StoreError};
 
 impl Store for PostgresStore {
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        let claim = claim.clone();
+        self.run(move |s| s.claim_leases(&claim))
+    }
+
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        let holder = holder.to_owned();
+        self.run(move |s| s.release_leases(&holder))
+    }
+
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        self.run(|s| s.leases())
+    }
+
+    fn record_observation_under(
+        &mut self,
+        observation: &NewObservation,
+        lease: &LeaseToken,
+    ) -> Result<ObservationId, StoreError> {
+        let (observation, lease) = (observation.clone(), lease.clone());
+        self.run(move |s| s.record_observation(&observation, Some(&lease)))
+    }
+
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        let channel = channel.to_owned();
+        self.run(move |s| s.claim_due_alerts(&channel, now_ms, claim_ms, limit))
+    }
+
     fn drift_summary(
         &self,
         old: &Digest,
@@ -103,7 +137,7 @@ impl Store for PostgresStore {
         observation: &NewObservation,
     ) -> Result<ObservationId, StoreError> {
         let observation = observation.clone();
-        self.run(move |s| s.record_observation(&observation))
+        self.run(move |s| s.record_observation(&observation, None))
     }
 
     fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError> {

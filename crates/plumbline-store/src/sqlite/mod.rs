@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use crate::lease::{Lease, LeaseClaim, LeaseToken};
 use crate::listing::{
     check_observation, entries, implicit_baseline, inventory_text, tool_history, tool_set_digest,
     Entry, SummaryRow, ToolState,
@@ -34,6 +35,7 @@ use crate::model::{
 };
 use crate::{canonicalize, digest, Digest, Store, StoreError};
 
+mod leases;
 mod open;
 mod reviews;
 #[cfg(test)]
@@ -53,6 +55,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0006_alert_delivery.sql"),
     include_str!("../migrations/0007_normalized_tools.sql"),
     include_str!("../migrations/0008_inventories.sql"),
+    include_str!("../migrations/0009_leases.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -248,125 +251,37 @@ impl Store for SqliteStore {
         &mut self,
         observation: &NewObservation,
     ) -> Result<ObservationId, StoreError> {
-        check_observation(observation)?;
-        // Hash before taking the write lock: the lock is held only for SQL
-        // and for canonicalising tools the store has never seen.
-        let raw_digests: Vec<Digest> = observation.tools.iter().map(|t| digest(&t.raw)).collect();
+        self.record(observation, None)
+    }
 
-        let path = self.path.clone();
-        let server = observation.server.clone();
-        let write_err = |what: &'static str| {
-            let path = path.clone();
-            let server = server.clone();
-            move |source| StoreError::Write {
-                path,
-                server,
-                what,
-                source: Box::new(source),
-            }
-        };
+    fn record_observation_under(
+        &mut self,
+        observation: &NewObservation,
+        lease: &LeaseToken,
+    ) -> Result<ObservationId, StoreError> {
+        self.record(observation, Some(lease))
+    }
 
-        let server_id = self.server_id(&observation.server)?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(write_err("a transaction"))?;
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        self.claim(claim)
+    }
 
-        let (entries, problems) = entries(observation, &raw_digests, |raw, raw_digest| {
-            put_raw_tool(&tx, raw, raw_digest)
-        })
-        .map_err(|(what, source)| write_err(what)(source))?;
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        self.release(holder)
+    }
 
-        let tool_set_id = match observation.outcome {
-            Outcome::Ok => Some(put_tool_set(&tx, &entries).map_err(write_err("the tool set"))?),
-            Outcome::Failed { .. } => None,
-        };
-        let server_info_id = put_document(&tx, observation.server_info.as_deref())
-            .map_err(write_err("serverInfo"))?;
-        let capabilities_id = put_document(&tx, observation.capabilities.as_deref())
-            .map_err(write_err("capabilities"))?;
-        let instructions_id =
-            put_document(&tx, observation.instructions.as_deref().map(str::as_bytes))
-                .map_err(write_err("instructions"))?;
-        let error = match &observation.outcome {
-            Outcome::Ok => None,
-            Outcome::Failed { error } => Some(error.as_str()),
-        };
-        tx.prepare_cached(
-            "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome, error,
-                 protocol_version, server_info_id, capabilities_id, instructions_id, tool_set_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )
-        .and_then(|mut stmt| {
-            stmt.execute(params![
-                server_id,
-                observation.started_at_ms,
-                observation.finished_at_ms,
-                observation.outcome.as_str(),
-                error,
-                observation.protocol_version,
-                server_info_id,
-                capabilities_id,
-                instructions_id,
-                tool_set_id,
-            ])
-        })
-        .map_err(write_err("the observation"))?;
-        let id = tx.last_insert_rowid();
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        self.lease_rows()
+    }
 
-        if let Some(set) = tool_set_id {
-            // Inside the transaction, so the previous success is settled.
-            let previous: Option<(i64, i64)> = tx
-                .prepare_cached(
-                    "SELECT id, tool_set_id FROM observations
-                     WHERE server_id = ?1 AND outcome = 'ok' AND id < ?2
-                     ORDER BY id DESC LIMIT 1",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_row(params![server_id, id], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .optional()
-                })
-                .map_err(write_err("the previous observation"))?;
-            if let Some((previous_id, previous_set)) = previous {
-                // A change of the tools as compared: a listing whose bytes
-                // differ only where normalisation rules rewrote them, or in
-                // key order and white space, has the same versions.
-                let changed = previous_set != set
-                    && versions_of(&tx, previous_set).map_err(write_err("the previous tools"))?
-                        != versions_of(&tx, set).map_err(write_err("the tools"))?;
-                if changed {
-                    tx.prepare_cached(
-                        "INSERT INTO tool_set_changes (observation_id, server_id, previous_id)
-                         VALUES (?1, ?2, ?3)",
-                    )
-                    .and_then(|mut stmt| stmt.execute(params![id, server_id, previous_id]))
-                    .map_err(write_err("the tool set change"))?;
-                }
-            }
-        }
-
-        if !problems.is_empty() {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO observation_problems
-                         (observation_id, seq, kind, position, tool_name, message)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(write_err("the problems"))?;
-            for (seq, p) in problems.iter().enumerate() {
-                stmt.execute(params![
-                    id,
-                    seq as i64,
-                    p.kind.as_str(),
-                    p.position,
-                    p.tool_name,
-                    p.message
-                ])
-                .map_err(write_err("the problems"))?;
-            }
-        }
-        tx.commit().map_err(write_err("the commit"))?;
-        Ok(ObservationId(id))
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.claim_alerts(channel, now_ms, claim_ms, limit)
     }
 
     fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError> {

@@ -1,0 +1,173 @@
+//! Leases and claims on PostgreSQL: lease rows and due alerts are taken
+//! with `FOR UPDATE SKIP LOCKED`, so watchers claiming at the same moment
+//! never wait on each other and never take the same row.
+
+use postgres::Row;
+
+use super::{opt_text, text, Session};
+use crate::lease::{decide, Lease, LeaseClaim, LeaseWrite};
+use crate::model::OutboxAlert;
+use crate::StoreError;
+
+impl Session {
+    fn to_lease(&self, row: &Row, what: &str) -> Result<Lease, StoreError> {
+        Ok(Lease {
+            server: text(&self.label, self.get(row, 0, what)?, what)?,
+            holder: opt_text(&self.label, self.get(row, 1, what)?, what)?,
+            epoch: self.get(row, 2, what)?,
+            expires_at_ms: self.get(row, 3, what)?,
+        })
+    }
+
+    pub(super) fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        let what = "the leases";
+        let err = self.derived_err(what);
+        let label = self.label.clone();
+        let servers: Vec<&[u8]> = claim.servers.iter().map(String::as_bytes).collect();
+        let me = claim.holder.as_bytes();
+        let mut db = self.db().map_err(&err)?;
+        let mut tx = db.transaction().map_err(&err)?;
+        tx.execute(
+            "INSERT INTO watchers (holder, last_seen_ms) VALUES ($1, $2)
+             ON CONFLICT (holder) DO UPDATE SET last_seen_ms = excluded.last_seen_ms",
+            &[&me, &claim.now_ms],
+        )
+        .map_err(&err)?;
+        tx.execute(
+            "INSERT INTO leases (server) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
+            &[&servers],
+        )
+        .map_err(&err)?;
+        let live: i64 = tx
+            .query_one(
+                "SELECT count(*) FROM watchers WHERE last_seen_ms >= $1",
+                &[&(claim.now_ms - claim.lease_ms)],
+            )
+            .and_then(|row| row.try_get(0))
+            .map_err(&err)?;
+        let rows = tx
+            .query(
+                "SELECT server, holder, epoch, expires_at_ms FROM leases
+                 WHERE server = ANY($1) OR holder = $2
+                 ORDER BY server
+                 FOR UPDATE SKIP LOCKED",
+                &[&servers, &me],
+            )
+            .map_err(&err)?;
+        let lease = |row: &Row| -> Result<Lease, StoreError> {
+            let bytes = |i: usize| row.try_get::<_, Option<Vec<u8>>>(i).map_err(&err);
+            let server = bytes(0)?.unwrap_or_default();
+            Ok(Lease {
+                server: text(&label, server, what)?,
+                holder: opt_text(&label, bytes(1)?, what)?,
+                epoch: row.try_get(2).map_err(&err)?,
+                expires_at_ms: row.try_get(3).map_err(&err)?,
+            })
+        };
+        let rows = rows.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
+        let expires = claim.now_ms.saturating_add(claim.lease_ms);
+        for write in decide(claim, &rows, live.max(1) as u64) {
+            match write {
+                LeaseWrite::Renew(server) => tx.execute(
+                    "UPDATE leases SET expires_at_ms = $2 WHERE server = $1",
+                    &[&server.as_bytes(), &expires],
+                ),
+                LeaseWrite::Take(server, epoch) => tx.execute(
+                    "UPDATE leases SET holder = $2, epoch = $3, expires_at_ms = $4
+                     WHERE server = $1",
+                    &[&server.as_bytes(), &me, &epoch, &expires],
+                ),
+                LeaseWrite::Release(server) => tx.execute(
+                    "UPDATE leases SET holder = NULL, expires_at_ms = 0 WHERE server = $1",
+                    &[&server.as_bytes()],
+                ),
+            }
+            .map_err(&err)?;
+        }
+        let held = tx
+            .query(
+                "SELECT server, holder, epoch, expires_at_ms FROM leases
+                 WHERE holder = $1 ORDER BY server",
+                &[&me],
+            )
+            .map_err(&err)?;
+        let held = held.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
+        tx.commit().map_err(&err)?;
+        Ok(held)
+    }
+
+    pub(super) fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        let err = self.derived_err("the leases");
+        let mut db = self.db().map_err(&err)?;
+        let mut tx = db.transaction().map_err(&err)?;
+        let released = tx
+            .execute(
+                "UPDATE leases SET holder = NULL, expires_at_ms = 0 WHERE holder = $1",
+                &[&holder.as_bytes()],
+            )
+            .map_err(&err)?;
+        tx.execute(
+            "DELETE FROM watchers WHERE holder = $1",
+            &[&holder.as_bytes()],
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(released)
+    }
+
+    pub(super) fn leases(&mut self) -> Result<Vec<Lease>, StoreError> {
+        let what = "the leases";
+        let rows = self.rows(
+            what,
+            "SELECT server, holder, epoch, expires_at_ms FROM leases ORDER BY server",
+            &[],
+        )?;
+        rows.iter().map(|row| self.to_lease(row, what)).collect()
+    }
+
+    pub(super) fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        let err = self.write_err("", "the alerts being delivered");
+        let ids: Vec<i64> = self
+            .db()
+            .and_then(|mut db| {
+                db.query(
+                    "WITH due AS (
+                         SELECT id, next_attempt_at_ms FROM alerts
+                         WHERE channel = $1 AND delivered_at_ms IS NULL AND failed_at_ms IS NULL
+                           AND next_attempt_at_ms <= $2
+                         ORDER BY next_attempt_at_ms, id LIMIT $3
+                         FOR UPDATE SKIP LOCKED),
+                     pushed AS (
+                         UPDATE alerts a SET next_attempt_at_ms = $4 FROM due
+                         WHERE a.id = due.id
+                         RETURNING a.id, due.next_attempt_at_ms AS was)
+                     SELECT id FROM pushed ORDER BY was, id",
+                    &[
+                        &channel.as_bytes(),
+                        &now_ms,
+                        &i64::from(limit),
+                        &now_ms.saturating_add(claim_ms),
+                    ],
+                )
+            })
+            .map_err(&err)?
+            .iter()
+            .map(|row| row.try_get(0))
+            .collect::<Result<_, _>>()
+            .map_err(&err)?;
+        let mut claimed = self.outbox(
+            format!("the alerts claimed on channel {channel:?}"),
+            "WHERE a.id = ANY($1)",
+            &[&ids],
+        )?;
+        // In the order they were due (the claim pushed them all out alike).
+        claimed.sort_by_key(|a| ids.iter().position(|id| *id == a.id.0));
+        Ok(claimed)
+    }
+}
