@@ -268,3 +268,122 @@ fn three_watchers_share_thirty_servers_alert_once_and_take_over_the_dead() {
         "all released"
     );
 }
+
+/// `GET http://127.0.0.1:PORT/PATH`: status and body.
+fn get(port: u16, path: &str) -> (u16, String) {
+    common::http("GET", &format!("http://127.0.0.1:{port}/{path}")).unwrap_or((0, String::new()))
+}
+
+/// A metric's value in `/metrics` (the first sample of that name).
+fn metric(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = get(port, "metrics");
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_returns() {
+    let database = TestDatabase::create();
+    drop(plumbline_store::open(&database.location()).expect("the database migrates"));
+    let store = database.url().to_owned();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let (hook, received, _, _) = recording_receiver(0);
+    std::fs::write(
+        d.join("phases.json"),
+        format!("[[{CLEAN_ADD}],[{POISONED_ADD}]]"),
+    )
+    .unwrap();
+    let shop = HttpServer::start(&["--phases", d.join("phases.json").to_str().unwrap()]);
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[watch]\ninterval_secs = 1\njitter = 0\nlease_secs = {LEASE_S}\nlisten = \"127.0.0.1:0\"\n\n\
+             [[alerts]]\nname = \"security\"\ntype = \"webhook\"\nurl = \"{hook}\"\nmin_severity = \"high\"\n\n\
+             [servers.shop]\ntransport = \"http\"\nurl = \"{}\"\n\n\
+             [servers.calm]\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"__demo-server\"]\nenv = {{ PLUMBLINE_DEMO_PHASE = \"1\" }}\n",
+            shop.url
+        ),
+    )
+    .unwrap();
+    let mut watcher = spawn_watcher(d, &store, 0);
+    let port = || -> Option<u16> {
+        let log = std::fs::read_to_string(d.join("watch-0.log")).ok()?;
+        log.split("/metrics on http://127.0.0.1:")
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    eventually("the metrics address", d, || port().is_some());
+    let port = port().unwrap();
+    eventually("both servers observed", d, || {
+        let seen = observations(&database);
+        seen.len() == 2 && seen.values().all(|o| !o.is_empty())
+    });
+    assert_eq!(get(port, "healthz").0, 200);
+
+    // The database goes away: it takes no connection, and those open end.
+    let name = database.name().to_owned();
+    let mut admin = database.admin();
+    admin
+        .batch_execute(&format!(
+            "ALTER DATABASE {name} ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        ))
+        .expect("the database refuses connections");
+    let down_at = now_ms();
+    shop.advance();
+    eventually("the watcher reporting the store down", d, || {
+        let (status, body) = get(port, "healthz");
+        status == 503
+            && body.contains("the store cannot be written")
+            && metric(port, "plumbline_store_up") == Some(0.0)
+            && metric(port, "plumbline_listings_waiting").is_some_and(|n| n >= 2.0)
+    });
+    assert!(logs(d).contains("cannot record (the listings are kept and tried again)"));
+
+    // It returns: what was listed meanwhile is recorded, the rug pull
+    // among it, and alerted once.
+    admin
+        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
+        .expect("the database takes connections again");
+    let up_at = now_ms();
+    eventually("the watcher carrying on", d, || {
+        get(port, "healthz").0 == 200
+            && metric(port, "plumbline_store_up") == Some(1.0)
+            && metric(port, "plumbline_listings_waiting") == Some(0.0)
+    });
+    let seen = observations(&database);
+    for (server, observed) in &seen {
+        assert!(
+            observed.iter().any(|(_, at)| (down_at..up_at).contains(at)),
+            "{server}: nothing listed during the outage was kept: {observed:?}"
+        );
+    }
+    eventually("the rug pull's alert", d, || {
+        !received.lock().unwrap().is_empty()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(received.lock().unwrap().len(), 1, "one alert");
+    // Nothing half-written: every observation reads back whole.
+    let history = plumbline_store::open(&database.location()).expect("opens");
+    for (id, _) in seen.values().flatten() {
+        use plumbline_store::Store as _;
+        let o = history
+            .observation(plumbline_store::ObservationId(*id))
+            .expect("reads")
+            .expect("there");
+        assert!(o.summary.outcome.is_ok(), "{o:?}");
+    }
+    kill(Pid::from_raw(watcher.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    assert_eq!(
+        watcher.wait().expect("exits").code(),
+        Some(0),
+        "{}",
+        logs(d)
+    );
+}

@@ -71,6 +71,17 @@ impl TestDatabase {
         Location::Postgres(PostgresLocation::new(&self.url))
     }
 
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A connection to the server as its administrator (to refuse or end
+    /// the database's connections, say).
+    pub fn admin(&self) -> postgres::Client {
+        admin_client(&self.admin)
+    }
+
     /// A plain connection to the database, to look at it as another
     /// process would (not through the store).
     pub fn client(&self) -> postgres::Client {

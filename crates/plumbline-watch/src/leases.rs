@@ -10,7 +10,7 @@
 //! lease at once. Alone, a watcher holds every server.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use plumbline_history::{History, LeaseClaim, LeaseToken, StoreError};
 
@@ -21,8 +21,6 @@ pub(crate) struct Leases {
     holder: String,
     lease: Duration,
     held: BTreeMap<String, LeaseToken>,
-    /// When a claim last succeeded.
-    claimed: Option<Instant>,
 }
 
 impl Leases {
@@ -31,7 +29,6 @@ impl Leases {
             holder: holder_id(),
             lease,
             held: BTreeMap::new(),
-            claimed: None,
         }
     }
 
@@ -52,9 +49,11 @@ impl Leases {
     }
 
     /// Claims this watcher's share of `servers`. When the store cannot be
-    /// reached for longer than a lease, it holds nothing: its leases have
-    /// run out for the others, so it stops observing until a claim
-    /// succeeds again.
+    /// reached, it keeps what it held and goes on observing: its listings
+    /// wait for the store with the leases they were made under, and are
+    /// recorded if those are still its own when the store returns (no
+    /// other watcher could reach the store either), else dropped there
+    /// (another took the servers over).
     pub fn claim(&mut self, store: &mut History, servers: Vec<String>) -> Result<(), StoreError> {
         let claim = LeaseClaim {
             holder: self.holder.clone(),
@@ -64,7 +63,6 @@ impl Leases {
         };
         match store.claim_leases(&claim) {
             Ok(leases) => {
-                self.claimed = Some(Instant::now());
                 self.held = leases
                     .into_iter()
                     .map(|l| {
@@ -77,12 +75,7 @@ impl Leases {
                     .collect();
                 Ok(())
             }
-            Err(e) => {
-                if self.claimed.is_none_or(|at| at.elapsed() > self.lease) {
-                    self.held.clear();
-                }
-                Err(e)
-            }
+            Err(e) => Err(e),
         }
     }
 

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod observe;
 
 pub mod alerting;
+mod backlog;
 mod delivery;
 mod leases;
 mod schedule;
@@ -49,6 +50,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::backlog::{Backlog, Listed};
 use crate::delivery::Channels;
 use crate::leases::Leases;
 use crate::metrics::Metrics;
@@ -97,7 +99,11 @@ pub async fn once(options: &Options) -> Result<Vec<Report>> {
         c = collect_with(servers, limits, concurrency, false, observe::Progress::Quiet) => c?,
         () = stop.requested() => return Ok(Vec::new()),
     };
-    let recorded = process(&mut store, &grader, &metrics, collected, None)?;
+    let batch: Vec<Listed> = collected.into_iter().map(|c| (c, None)).collect();
+    let (recorded, _, failed) = process(&mut store, &grader, &metrics, &batch);
+    if let Some(e) = failed {
+        return Err(e);
+    }
     alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
     retire_unconfigured(&mut store, &config)?;
     drop(store);
@@ -190,38 +196,37 @@ pub async fn daemon(options: &Options) -> Result<()> {
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // The batch being recorded, one at a time so that each server's
     // observations are recorded in order.
-    let mut recording: Option<tokio::task::JoinHandle<Result<Vec<Recorded>>>> = None;
+    // Listings (each with the lease it was made under) waiting to be
+    // recorded, and recorded ones waiting for their alerts: kept while the
+    // store cannot be written, tried again at each heartbeat.
+    let mut backlog = Backlog::new(BACKLOG);
+    let mut recording: Option<tokio::task::JoinHandle<backlog::Attempt>> = None;
     loop {
         tokio::select! {
             Some(first) = rx.recv(), if recording.is_none() => {
-                let mut batch = vec![first];
-                while batch.len() < 64 {
+                backlog.push(first, leases.held(), &metrics);
+                for _ in 1..64 {
                     match rx.try_recv() {
-                        Ok(more) => batch.push(more),
+                        Ok(more) => backlog.push(more, leases.held(), &metrics),
                         Err(_) => break,
                     }
                 }
-                let (recorder, grader, metrics) =
-                    (Arc::clone(&recorder), Arc::clone(&grader), Arc::clone(&metrics));
-                // Each listing is recorded under the lease held now.
-                let held = leases.held().clone();
-                recording = Some(tokio::task::spawn_blocking(move || {
-                    let mut store = recorder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    process(&mut store, &grader, &metrics, batch, Some(&held))
-                }));
+                recording = backlog.start(&recorder, &grader, &metrics);
             }
             done = async { recording.as_mut().expect("guarded by the condition").await }, if recording.is_some() => {
                 recording = None;
-                let recorded = done.context("the recording task")??;
-                for channel in alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())? {
-                    channels.wake(&channel);
-                }
+                backlog.finish(done.context("the recording task")?, &metrics);
+                backlog.enqueue(&mut store, &config, &grader, Some(&channels), &metrics);
                 refresh_outbox(&store, &metrics);
                 metrics.beat(now_ms());
             }
             _ = heartbeat.tick() => {
                 refresh_outbox(&store, &metrics);
                 metrics.beat(now_ms());
+                if recording.is_none() {
+                    backlog.enqueue(&mut store, &config, &grader, Some(&channels), &metrics);
+                    recording = backlog.start(&recorder, &grader, &metrics);
+                }
             }
             _ = renew.tick() => {
                 if let Err(e) = leases.claim(&mut store, config.servers.keys().cloned().collect()) {
@@ -245,7 +250,10 @@ pub async fn daemon(options: &Options) -> Result<()> {
                 for (name, server) in &config.servers {
                     if leases.held().contains_key(name) && !workers.contains_key(name) {
                         let schedule = Schedule::of(&config, name);
-                        let due = first_due(&store, name, &schedule)?;
+                        let due = first_due(&store, name, &schedule).unwrap_or_else(|e| {
+                            tracing::warn!(server = %name, "plumbline watch: observing at once: {e:#}");
+                            Instant::now()
+                        });
                         workers.insert(name.clone(), Worker::spawn(name, server, schedule, due, &ctx));
                         tracing::info!(server = %name, "plumbline watch: took over the server");
                     }
@@ -286,7 +294,9 @@ pub async fn daemon(options: &Options) -> Result<()> {
                         Ok(()) => {
                             config = new;
                             grader = Arc::new(Grader::new(config.taxonomy(options.taxonomy)));
-                            retire_unconfigured(&mut store, &config)?;
+                            if let Err(e) = retire_unconfigured(&mut store, &config) {
+                                tracing::error!("plumbline watch: cannot retire the alerts of removed channels yet: {e:#}");
+                            }
                             tracing::info!("plumbline watch: reloaded {}", options.config.display());
                         }
                         Err(e) => tracing::error!(
@@ -307,10 +317,10 @@ pub async fn daemon(options: &Options) -> Result<()> {
     channels.stop().await;
     drop(ctx);
     drop(tx);
-    let mut finished = Vec::new();
     while let Ok(c) = rx.try_recv() {
-        finished.push(c);
+        backlog.push(c, leases.held(), &metrics);
     }
+    let finished = backlog.take_waiting();
     if recording.is_some() {
         // Stopping does not wait for a batch still being graded: its
         // transaction commits whole if it ends before the process does,
@@ -320,9 +330,24 @@ pub async fn daemon(options: &Options) -> Result<()> {
             "plumbline watch: stopped while a batch was being recorded; it is kept only if it finishes first"
         );
     } else if !finished.is_empty() {
-        let recorded = process(&mut store, &grader, &metrics, finished, Some(leases.held()))?;
-        // Queued, so that the next run delivers them.
-        alerting::enqueue(&mut store, &config, &recorded, grader.taxonomy())?;
+        let (recorded, done, failed) = process(&mut store, &grader, &metrics, &finished);
+        if let Some(e) = failed {
+            tracing::error!(
+                lost = finished.len() - done,
+                "plumbline watch: stopping without recording every listing: {e:#}"
+            );
+        }
+        backlog.finish(backlog::Attempt::recorded(recorded), &metrics);
+    }
+    // Queued, so that the next run delivers them.
+    backlog.enqueue(&mut store, &config, &grader, None, &metrics);
+    let (waiting, unalerted) = backlog.left_behind();
+    if waiting + unalerted > 0 {
+        tracing::error!(
+            waiting,
+            unalerted,
+            "plumbline watch: stopped with listings or alerts the store could not take"
+        );
     }
     // The others take this watcher's servers at their next claim.
     match leases.release(&mut store) {
@@ -341,6 +366,9 @@ fn lease_length(config: &Config) -> Duration {
     Duration::from_secs_f64(config.watch.lease_secs.unwrap_or(30.0).clamp(1.0, 3600.0))
 }
 
+/// The most listings kept while the store cannot be written.
+const BACKLOG: usize = 10_000;
+
 /// How often the loop shows it is alive and refreshes the outbox gauges.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
@@ -349,24 +377,38 @@ fn open(options: &Options) -> Result<History> {
         .with_context(|| format!("opening the store {}", options.store.display()))
 }
 
-/// Records collected listings (graded once), logs and counts them; under
-/// `leases`, each under its server's lease (one no longer held is not
-/// recorded, and said so).
+/// Records listings (graded once), one at a time (each its own
+/// transaction), and logs and counts them: what was recorded, how many of
+/// `batch` were done, and the store's error that stopped it, if one did.
+/// A listing made under a lease another watcher has since taken is done
+/// but not recorded, and said so.
 fn process(
     store: &mut History,
     grader: &Grader,
     metrics: &Metrics,
-    collected: Vec<Collected>,
-    leases: Option<&BTreeMap<String, plumbline_history::LeaseToken>>,
-) -> Result<Vec<Recorded>> {
-    let recorded = record_all(store, grader, &collected, leases)?;
-    let skipped = collected.len() - recorded.len();
-    if skipped > 0 {
-        metrics.lease_lost(skipped as u64);
-        tracing::warn!(
-            skipped,
-            "plumbline watch: listings made under a lease another watcher has since taken are not recorded"
-        );
+    batch: &[Listed],
+) -> (Vec<Recorded>, usize, Option<anyhow::Error>) {
+    let mut recorded = Vec::with_capacity(batch.len());
+    let mut done = 0;
+    let mut failed = None;
+    for listed in batch {
+        match record_all(store, grader, std::slice::from_ref(listed)) {
+            Ok(r) => {
+                if r.is_empty() {
+                    metrics.lease_lost(1);
+                    tracing::warn!(
+                        server = %listed.0.server,
+                        "plumbline watch: a listing made under a lease another watcher has since taken is not recorded"
+                    );
+                }
+                recorded.extend(r);
+                done += 1;
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
     }
     for r in &recorded {
         let seconds = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
@@ -376,7 +418,7 @@ fn process(
         }
         log_observation(r);
     }
-    Ok(recorded)
+    (recorded, done, failed)
 }
 
 /// Server text for a log field: one line (lines joined by " | "), hidden

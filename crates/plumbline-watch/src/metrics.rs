@@ -38,6 +38,13 @@ pub struct Metrics {
     lease_claims_failed: AtomicU64,
     /// Listings not recorded because their lease was lost meanwhile.
     lease_lost: AtomicU64,
+    /// Why the store cannot be written now; `None` while it can.
+    store_down: std::sync::Mutex<Option<String>>,
+    store_errors: AtomicU64,
+    /// Listings kept in memory until the store can record them.
+    listings_waiting: AtomicU64,
+    /// Listings dropped because too many were waiting.
+    listings_dropped: AtomicU64,
 }
 
 /// How long the recording loop may go without running before `/healthz`
@@ -124,6 +131,38 @@ impl Metrics {
     /// `n` listings were not recorded: their lease was lost meanwhile.
     pub fn lease_lost(&self, n: u64) {
         self.lease_lost.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The store could not be written: `/healthz` says so until
+    /// [`Metrics::store_up`].
+    pub fn store_down(&self, error: &str) {
+        self.store_errors.fetch_add(1, Ordering::Relaxed);
+        *self
+            .store_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(error.to_owned());
+    }
+
+    /// The store was written again.
+    pub fn store_up(&self) {
+        *self
+            .store_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Why the store cannot be written now, if it cannot.
+    pub fn store_problem(&self) -> Option<String> {
+        self.store_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many listings wait for the store, and how many were dropped.
+    pub fn waiting(&self, waiting: u64, dropped: u64) {
+        self.listings_waiting.store(waiting, Ordering::Relaxed);
+        self.listings_dropped.fetch_add(dropped, Ordering::Relaxed);
     }
 
     /// The recording loop ran at `now_ms`.
@@ -257,6 +296,34 @@ impl Metrics {
             "Listings not recorded because another watcher took their lease meanwhile.",
             &[(String::new(), get(&self.lease_lost))],
         );
+        family(
+            &mut s,
+            "plumbline_store_up",
+            "gauge",
+            "Whether the store could be written at the last attempt (1) or not (0).",
+            &[(String::new(), u64::from(self.store_problem().is_none()))],
+        );
+        family(
+            &mut s,
+            "plumbline_store_errors_total",
+            "counter",
+            "Failed attempts to write the store (the listings are kept and tried again).",
+            &[(String::new(), get(&self.store_errors))],
+        );
+        family(
+            &mut s,
+            "plumbline_listings_waiting",
+            "gauge",
+            "Listings kept in memory until the store can record them.",
+            &[(String::new(), get(&self.listings_waiting))],
+        );
+        family(
+            &mut s,
+            "plumbline_listings_dropped_total",
+            "counter",
+            "Listings dropped because too many waited for the store.",
+            &[(String::new(), get(&self.listings_dropped))],
+        );
         let name = "plumbline_observation_duration_seconds";
         let count = get(&self.duration_count);
         let mut buckets: Vec<(String, u64)> = BUCKETS
@@ -294,7 +361,7 @@ fn family(s: &mut String, name: &str, kind: &str, help: &str, samples: &[(String
 
 /// Serves `/healthz` and `/metrics` on `listener` until the runtime stops.
 /// `/healthz` answers 503 when the loop that records observations has not
-/// run for [`LAG_BOUND`].
+/// run for [`LAG_BOUND`], or the store cannot be written.
 pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
     let health = Arc::clone(&metrics);
     let app = Router::new()
@@ -303,6 +370,15 @@ pub fn serve(listener: tokio::net::TcpListener, metrics: Arc<Metrics>) {
             get(move || {
                 let metrics = Arc::clone(&health);
                 async move {
+                    if let Some(problem) = metrics.store_problem() {
+                        return (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!(
+                                "the store cannot be written (listings are kept and tried again): {}\n",
+                                plumbline_base::sanitize::for_terminal(&problem, false)
+                            ),
+                        );
+                    }
                     match metrics.lag(plumbline_history::time::now_ms()) {
                         None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
                         Some(lag) => (

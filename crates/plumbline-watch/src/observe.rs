@@ -3,7 +3,6 @@
 //! and report the drift since the server's previous successful
 //! observation, worst first.
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 
@@ -425,30 +424,25 @@ pub fn record(
     grader: &Grader,
     collected: Vec<Collected>,
 ) -> Result<Vec<Report>> {
-    Ok(reports(record_all(store, grader, &collected, None)?))
+    let batch: Vec<_> = collected.into_iter().map(|c| (c, None)).collect();
+    Ok(reports(record_all(store, grader, &batch)?))
 }
 
-/// Records each collected listing through the history, in order. Under
-/// `leases` (a daemon's), a listing is recorded under its server's lease,
-/// and one of a server no longer held is not recorded at all.
+/// Records each collected listing through the history, in order, each
+/// under the lease it was made under when it has one (a daemon sharing
+/// the history): a listing whose lease another watcher has since taken is
+/// not recorded.
 pub fn record_all(
     store: &mut History,
     grader: &Grader,
-    collected: &[Collected],
-    leases: Option<&BTreeMap<String, LeaseToken>>,
+    batch: &[(Collected, Option<LeaseToken>)],
 ) -> Result<Vec<Recorded>> {
-    let batch = collected
+    let batch = batch
         .iter()
-        .filter_map(|c| {
-            let lease = match leases {
-                None => None,
-                Some(held) => Some(held.get(&c.server)?.clone()),
-            };
-            Some(Observed {
-                lease,
-                identity: c.identity.to_string(),
-                observation: new_observation(c),
-            })
+        .map(|(c, lease)| Observed {
+            lease: lease.clone(),
+            identity: c.identity.to_string(),
+            observation: new_observation(c),
         })
         .collect();
     Ok(plumbline_history::record(store.store_mut(), grader, batch)?)
