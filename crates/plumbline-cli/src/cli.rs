@@ -91,6 +91,9 @@ pub enum Command {
     /// Listens on 127.0.0.1:8077 by default. Any other than a loopback
     /// address needs a token, checked on every request.
     Serve(ServeArgs),
+    /// Copy a whole history from one store to another, or check one.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Score a labelled corpus of tool changes: attacks caught, benign
     /// changes flagged, per rule.
     ///
@@ -152,6 +155,45 @@ pub struct EvaluateArgs {
     /// `human`: tables; `json`: one JSON document with every figure.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+}
+
+/// `plumbline store …`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Copy every observation, review, baseline, alert and grade from one
+    /// store to another (SQLite to PostgreSQL and back), then verify that
+    /// both hold the same rows (counts and digests, table by table).
+    ///
+    /// Rows the destination already holds are skipped, so a copy can be
+    /// run again (after an interruption, say). Exit status 2 when the
+    /// stores differ after copying: the destination held another history.
+    Copy(StoreCopyArgs),
+    /// Verify a store: every digest is its content's, every tool set's
+    /// digest its entries', every reference names a row that is there.
+    ///
+    /// Exit status 0 when it is sound, 2 when it is not (each finding is
+    /// printed) or cannot be read.
+    Check(StoreCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreCopyArgs {
+    /// The store to copy from: a file path, sqlite:PATH or a PostgreSQL
+    /// URL.
+    // Read as a store location, not by clap (a URL's password).
+    #[arg(long = "from", value_name = "LOCATION")]
+    pub from: PathBuf,
+    /// The store to copy to (created if it does not exist).
+    #[arg(long = "to", value_name = "LOCATION")]
+    pub to: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StoreCheckArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 /// Where the observations are kept.

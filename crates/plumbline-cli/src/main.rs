@@ -13,6 +13,7 @@ mod guard;
 mod render;
 mod report;
 mod serve;
+mod store;
 mod tools_input;
 mod watch;
 
@@ -63,6 +64,7 @@ fn main() -> ExitCode {
         Command::Guard(args) => guard::run(&args),
         Command::Watch(args) => watch::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Store(command) => store::run(&command),
         Command::Discover(args) => commands::discover(&args),
         Command::Evaluate(args) => evaluate::run(&args),
     };

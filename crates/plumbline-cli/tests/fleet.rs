@@ -267,6 +267,8 @@ fn three_watchers_share_thirty_servers_alert_once_and_take_over_the_dead() {
         holders(&database).values().all(Option::is_none),
         "all released"
     );
+    let checked = common::plumbline(d, &["store", "check", "--store", &store]);
+    assert_eq!(checked.status.code(), Some(0), "{}", common::text(&checked));
 }
 
 /// `GET http://127.0.0.1:PORT/PATH`: status and body.
@@ -345,6 +347,9 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
             && metric(port, "plumbline_listings_waiting").is_some_and(|n| n >= 2.0)
     });
     assert!(logs(d).contains("cannot record (the listings are kept and tried again)"));
+    // Down long enough for every server to be listed meanwhile (the shop
+    // after its announcement settles, two seconds).
+    std::thread::sleep(Duration::from_secs(4));
 
     // It returns: what was listed meanwhile is recorded, the rug pull
     // among it, and alerted once.
@@ -361,7 +366,8 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
     for (server, observed) in &seen {
         assert!(
             observed.iter().any(|(_, at)| (down_at..up_at).contains(at)),
-            "{server}: nothing listed during the outage was kept: {observed:?}"
+            "{server}: nothing listed during the outage was kept: {observed:?}\n{}",
+            logs(d)
         );
     }
     eventually("the rug pull's alert", d, || {

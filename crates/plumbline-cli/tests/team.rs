@@ -87,3 +87,53 @@ fn the_story_on_postgresql() {
     let database = TestDatabase::create();
     story(database.url());
 }
+
+#[test]
+fn a_history_copied_to_postgresql_and_back_reads_the_same_and_checks_sound() {
+    let database = TestDatabase::create();
+    let url = database.url();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let (hook, _) = receiver();
+    for phase in [1, 2] {
+        config(d, phase, &hook);
+        run(d, &["watch", "--once", "--store", "p.db"], 0);
+    }
+    let copied = plumbline(d, &["store", "copy", "--from", "p.db", "--to", url]);
+    assert_eq!(copied.status.code(), Some(0), "{}", text(&copied));
+    let said = String::from_utf8_lossy(&copied.stdout);
+    assert!(said.contains("both hold the same rows"), "{said}");
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("observations") && l.contains("same")),
+        "{said}"
+    );
+    let log = |store: &str| run(d, &["log", "shop", "--store", store, "--format", "json"], 0);
+    assert_eq!(log(url), log("p.db"));
+    let checked = plumbline(d, &["store", "check", "--store", url]);
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    assert!(text(&checked).contains("sound"), "{}", text(&checked));
+
+    // Again (idempotent), and back into a new file.
+    let again = plumbline(d, &["store", "copy", "--from", "p.db", "--to", url]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    let back = plumbline(d, &["store", "copy", "--from", url, "--to", "back.db"]);
+    assert_eq!(back.status.code(), Some(0), "{}", text(&back));
+    assert_eq!(log("back.db"), log("p.db"));
+
+    // Into a store that holds another history: refused after the fact,
+    // with what differs.
+    config(d, 1, &hook);
+    run(d, &["watch", "--once", "--store", "other.db"], 0);
+    let mixed = plumbline(d, &["store", "copy", "--from", "p.db", "--to", "other.db"]);
+    assert_eq!(mixed.status.code(), Some(2), "{}", text(&mixed));
+    assert!(
+        text(&mixed).contains("holds another history"),
+        "{}",
+        text(&mixed)
+    );
+    // A store that is not there is not copied from.
+    let missing = plumbline(d, &["store", "copy", "--from", "nope.db", "--to", "x.db"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert!(!d.join("x.db").exists());
+}

@@ -56,6 +56,30 @@ impl History {
         &mut self.store
     }
 
+    // The whole history, table by table.
+    /// Copies every row this history holds that `to` lacks, then returns
+    /// what it wrote per table; `progress` hears each page (table, rows
+    /// read). Verify with [`History::sums`] on both.
+    pub fn copy_to(
+        &self,
+        to: &mut History,
+        progress: impl FnMut(&'static str, u64),
+    ) -> Result<Vec<plumbline_store::tables::Copied>, StoreError> {
+        plumbline_store::tables::copy(&self.store, &mut to.store, progress)
+    }
+
+    /// Each table's row count and digest: equal on two histories exactly
+    /// when they hold the same rows.
+    pub fn sums(&self) -> Result<Vec<plumbline_store::tables::TableSum>, StoreError> {
+        plumbline_store::tables::sums(&self.store)
+    }
+
+    /// What is unsound in the history (digests that are not their
+    /// content's, references to missing rows); empty when it is sound.
+    pub fn check(&self) -> Result<Vec<String>, StoreError> {
+        plumbline_store::tables::check(&self.store)
+    }
+
     // The outbox.
     /// Puts an alert in the outbox, unless one with the same observation,
     /// channel and key is there already (then `None`): re-examining an

@@ -56,6 +56,23 @@ macro_rules! each {
 }
 
 impl Store for AnyStore {
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        each!(self, s => s.read_rows(table, after, limit))
+    }
+
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        each!(self, s => s.write_rows(table, rows))
+    }
+
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        each!(self, s => s.finish_writing_rows())
+    }
+
     fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         each!(self, s => s.claim_leases(claim))
     }

@@ -92,7 +92,8 @@ mod listing;
 mod location;
 pub mod model;
 mod pg;
-mod sqlite;
+pub(crate) mod sqlite;
+pub mod tables;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
@@ -346,6 +347,26 @@ pub trait Store {
         claim_ms: i64,
         limit: u32,
     ) -> Result<Vec<OutboxAlert>, StoreError>;
+
+    // Whole rows, for copying a store and checking one ([`tables`]).
+
+    /// Up to `limit` rows of `table` in key order, after the row whose
+    /// key is `after` (from the first when `None`).
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<tables::Row>, StoreError>;
+
+    /// Writes `rows` into `table` in one transaction, each unless a row
+    /// with its key (or a unique value of it) is there already; returns
+    /// how many were written.
+    fn write_rows(&mut self, table: &str, rows: &[tables::Row]) -> Result<u64, StoreError>;
+
+    /// After writing rows: ids this store generates next follow the
+    /// highest written.
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError>;
 }
 
 /// The per-user store every project shared before stores were per project

@@ -49,6 +49,7 @@ mod location;
 mod read;
 mod record;
 mod reviews;
+mod rows;
 mod store;
 
 pub use location::PostgresLocation;

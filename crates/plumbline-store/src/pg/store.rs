@@ -9,6 +9,25 @@ use crate::model::{
 use crate::{Digest, Lease, LeaseClaim, LeaseToken, Store, StoreError};
 
 impl Store for PostgresStore {
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        let (table, after) = (table.to_owned(), after.map(<[_]>::to_vec));
+        self.run(move |s| s.rows_of(&table, after.as_deref(), limit))
+    }
+
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        let (table, rows) = (table.to_owned(), rows.to_vec());
+        self.run(move |s| s.put_rows(&table, &rows))
+    }
+
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        self.run(|s| s.follow_written_ids())
+    }
+
     fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         let claim = claim.clone();
         self.run(move |s| s.claim_leases(&claim))

@@ -38,6 +38,8 @@ use crate::{canonicalize, digest, Digest, Store, StoreError};
 mod leases;
 mod open;
 mod reviews;
+mod rows;
+pub(crate) use rows::after_clause;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -264,6 +266,24 @@ impl Store for SqliteStore {
 
     fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         self.claim(claim)
+    }
+
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        self.rows_of(table, after, limit)
+    }
+
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        self.put_rows(table, rows)
+    }
+
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        // SQLite numbers a new row after the highest id there.
+        Ok(())
     }
 
     fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
