@@ -327,6 +327,11 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
         seen.len() == 2 && seen.values().all(|o| !o.is_empty())
     });
     assert_eq!(get(port, "healthz").0, 200);
+    // Alone, it holds both servers' leases, each under its first epoch.
+    eventually("the leases in /metrics", d, || {
+        metric(port, "plumbline_leases_held") == Some(2.0)
+            && metric(port, "plumbline_lease_epoch{server=\"shop\"}") == Some(1.0)
+    });
 
     // The database goes away: it takes no connection, and those open end.
     let name = database.name().to_owned();
@@ -378,7 +383,7 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
     // Nothing half-written: every observation reads back whole.
     let history = plumbline_store::open(&database.location()).expect("opens");
     for (id, _) in seen.values().flatten() {
-        use plumbline_store::Store as _;
+        use plumbline_store::HistoryStore as _;
         let o = history
             .observation(plumbline_store::ObservationId(*id))
             .expect("reads")

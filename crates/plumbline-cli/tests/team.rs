@@ -137,3 +137,28 @@ fn a_history_copied_to_postgresql_and_back_reads_the_same_and_checks_sound() {
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
     assert!(!d.join("x.db").exists());
 }
+
+#[test]
+fn two_processes_opening_a_new_database_at_once_both_migrate_it() {
+    for _ in 0..3 {
+        let database = TestDatabase::create();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let start = |d: &Path| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
+                .args(["store", "check", "--store", database.url()])
+                .current_dir(d)
+                .env_remove("PLUMBLINE_STORE")
+                .env_remove("PLUMBLINE_CONFIG")
+                .output()
+        };
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| start(dir.path()).expect("runs"));
+            let b = s.spawn(|| start(dir.path()).expect("runs"));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        for out in [a, b] {
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            assert!(text(&out).contains("sound"), "{}", text(&out));
+        }
+    }
+}

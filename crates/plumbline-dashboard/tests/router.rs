@@ -9,7 +9,8 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use plumbline_dashboard::{router, AppState, Options, CONTENT_SECURITY_POLICY};
-use plumbline_store::{NewObservation, ObservationId, Outcome, RawTool, SqliteStore, Store};
+use plumbline_store::prelude::*;
+use plumbline_store::{NewObservation, ObservationId, Outcome, RawTool, SqliteStore};
 use tower::ServiceExt;
 
 const ADD_V1: &str = r#"{"name":"add","description":"Adds two numbers.","inputSchema":{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]},"annotations":{"readOnlyHint":true}}"#;
@@ -1302,7 +1303,7 @@ async fn stored_grades_are_keyed_by_taxonomy() {
 
 #[tokio::test]
 async fn alerts_the_watcher_gave_up_on_are_listed_on_the_overview_escaped() {
-    use plumbline_store::{NewAlert, Store};
+    use plumbline_store::NewAlert;
     let fx = seed();
     let (router, _) = app(&fx, None);
     let quiet = get(&router, "/").await;

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use plumbline_store::prelude::*;
 use plumbline_store::{AnyStore, Lease, LeaseClaim, Location};
 
 use plumbline_store::{

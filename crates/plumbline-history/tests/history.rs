@@ -4,7 +4,8 @@
 mod support;
 
 use plumbline_history::{read, record, Grader};
-use plumbline_store::{ProblemKind, RawTool, SqliteStore, Store};
+use plumbline_store::prelude::*;
+use plumbline_store::{ProblemKind, RawTool, SqliteStore};
 use plumbline_taxonomy::Taxonomy;
 
 /// 10,000 observations with 2,000 changes: recording grades each change

@@ -5,8 +5,9 @@ use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, NewAlert, NewObservation, NewReview, Observation,
     ObservationId, ObservationSummary, OutboxAlert, Review, Server, ToolHistoryEntry,
 };
+use crate::prelude::*;
 use crate::{
-    Digest, Lease, LeaseClaim, LeaseToken, Location, PostgresStore, SqliteStore, Store, StoreError,
+    Digest, Lease, LeaseClaim, LeaseToken, Location, PostgresStore, SqliteStore, StoreError,
 };
 
 /// A store of either backend.
@@ -55,52 +56,13 @@ macro_rules! each {
     };
 }
 
-impl Store for AnyStore {
-    fn read_rows(
-        &self,
-        table: &str,
-        after: Option<&[crate::tables::Cell]>,
-        limit: u32,
-    ) -> Result<Vec<crate::tables::Row>, StoreError> {
-        each!(self, s => s.read_rows(table, after, limit))
-    }
-
-    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
-        each!(self, s => s.write_rows(table, rows))
-    }
-
-    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
-        each!(self, s => s.finish_writing_rows())
-    }
-
-    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
-        each!(self, s => s.claim_leases(claim))
-    }
-
-    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
-        each!(self, s => s.release_leases(holder))
-    }
-
-    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
-        each!(self, s => s.leases())
-    }
-
+impl HistoryStore for AnyStore {
     fn record_observation_under(
         &mut self,
         observation: &NewObservation,
         lease: &LeaseToken,
     ) -> Result<ObservationId, StoreError> {
         each!(self, s => s.record_observation_under(observation, lease))
-    }
-
-    fn claim_due_alerts(
-        &mut self,
-        channel: &str,
-        now_ms: i64,
-        claim_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<OutboxAlert>, StoreError> {
-        each!(self, s => s.claim_due_alerts(channel, now_ms, claim_ms, limit))
     }
 
     fn drift_summary(
@@ -198,6 +160,51 @@ impl Store for AnyStore {
     fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {
         each!(self, s => s.tool_history(server, tool))
     }
+}
+
+impl ReviewStore for AnyStore {
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        each!(self, s => s.mark_reviewed(review))
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.accept_change(review, edits))
+    }
+
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
+        each!(self, s => s.mark_all_reviewed(reviews))
+    }
+
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError> {
+        each!(self, s => s.accept_changes(accepts))
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        each!(self, s => s.reviews(server))
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        each!(self, s => s.baseline(server))
+    }
+}
+
+impl Outbox for AnyStore {
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        each!(self, s => s.claim_due_alerts(channel, now_ms, claim_ms, limit))
+    }
 
     fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
         each!(self, s => s.enqueue_alert(alert))
@@ -257,35 +264,37 @@ impl Store for AnyStore {
     ) -> Result<u64, StoreError> {
         each!(self, s => s.retire_alerts(channel, reason, at_ms))
     }
+}
 
-    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
-        each!(self, s => s.mark_reviewed(review))
+impl Leases for AnyStore {
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        each!(self, s => s.claim_leases(claim))
     }
 
-    fn accept_change(
-        &mut self,
-        review: &NewReview,
-        edits: &[BaselineEdit],
-    ) -> Result<(), StoreError> {
-        each!(self, s => s.accept_change(review, edits))
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        each!(self, s => s.release_leases(holder))
     }
 
-    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
-        each!(self, s => s.mark_all_reviewed(reviews))
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        each!(self, s => s.leases())
+    }
+}
+
+impl Rows for AnyStore {
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        each!(self, s => s.read_rows(table, after, limit))
     }
 
-    fn accept_changes(
-        &mut self,
-        accepts: &[(NewReview, Vec<BaselineEdit>)],
-    ) -> Result<(), StoreError> {
-        each!(self, s => s.accept_changes(accepts))
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        each!(self, s => s.write_rows(table, rows))
     }
 
-    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
-        each!(self, s => s.reviews(server))
-    }
-
-    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
-        each!(self, s => s.baseline(server))
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        each!(self, s => s.finish_writing_rows())
     }
 }

@@ -55,7 +55,8 @@
 //! killed mid-write never leaves half an observation.
 //!
 //! ```
-//! use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore, Store};
+//! use plumbline_store::prelude::*;
+//! use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore};
 //!
 //! let mut store = SqliteStore::open_in_memory()?;
 //! store.put_server("demo", r#"{"transport":"stdio","command":"demo-server"}"#)?;
@@ -91,6 +92,11 @@ pub mod lease;
 mod listing;
 mod location;
 pub mod model;
+
+/// The store's traits, for calling a backend's methods directly.
+pub mod prelude {
+    pub use crate::{HistoryStore, Leases, Outbox, ReviewStore, Rows, Store};
+}
 mod pg;
 pub(crate) mod sqlite;
 pub mod tables;
@@ -117,11 +123,19 @@ pub use plumbline_base::canonical::{canonicalize, canonicalize_value, CanonicalE
 pub use plumbline_base::digest::{digest, Digest, DigestParseError};
 pub use sqlite::SqliteStore;
 
-/// The store as callers see it, whatever the backend.
+/// The store as callers see it, whatever the backend: one trait per
+/// concern, and [`Store`] for all of them.
 ///
 /// Reads take `&self` and writes `&mut self`. Methods are synchronous; an
-/// async caller runs them on a blocking thread.
-pub trait Store {
+/// async caller runs them on a blocking thread. To call a backend's
+/// methods directly, `use plumbline_store::prelude::*`.
+pub trait Store: HistoryStore + ReviewStore + Outbox + Leases + Rows {}
+
+impl<T: HistoryStore + ReviewStore + Outbox + Leases + Rows> Store for T {}
+
+/// The history: servers, observations with their content, and what is
+/// derived from them (graded summaries, inventories).
+pub trait HistoryStore {
     /// The summary of the drift from tool set `old` to `new` that
     /// `grader` stored with [`Store::put_drift_summary`], if any. Derived
     /// data: the store keeps the bytes and never reads them.
@@ -226,6 +240,60 @@ pub trait Store {
     /// listing holds the name twice, the first is the tool.
     fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError>;
 
+    /// [`Store::record_observation`] under `lease`: recorded only while
+    /// the server's lease has that holder and epoch, in the same
+    /// transaction; otherwise [`StoreError::LeaseLost`] and nothing is
+    /// written.
+    fn record_observation_under(
+        &mut self,
+        observation: &NewObservation,
+        lease: &LeaseToken,
+    ) -> Result<ObservationId, StoreError>;
+}
+
+/// Reviews of changes, and the baselines accepting them builds.
+pub trait ReviewStore {
+    /// Marks a change reviewed, replacing any earlier verdict on it. The
+    /// baseline is not touched (an earlier acceptance stays in effect). The
+    /// observation must be a successful one: a failure has no changes.
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError>;
+
+    /// Accepts a change, all or nothing: materialises the server's implicit
+    /// baseline (its first successful observation's tools) if no change was
+    /// accepted before, applies `edits` to it in order, and records the
+    /// verdict as accepted, replacing any earlier one. The observation must
+    /// be a successful one, and every version set must be in the store.
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError>;
+
+    /// Marks every change of `reviews` reviewed, in one transaction: all
+    /// of them or none.
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError>;
+
+    /// Accepts every change of `accepts` (each with its baseline edits, in
+    /// order) in one transaction: all of them or none, as
+    /// [`Store::accept_change`] does one.
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError>;
+
+    /// Every verdict on the changes of a server's observations, by
+    /// observation, then tool name.
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError>;
+
+    /// The server's baseline: tool name to accepted version, with where
+    /// each came from. `None` when nothing was accepted and the server has
+    /// no successful observation yet.
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
+}
+
+/// The alert outbox: enqueued once per observation, channel and key;
+/// claimed, delivered, retried or given up on.
+pub trait Outbox {
     /// Puts an alert in the outbox, unless one with the same observation,
     /// channel and key is there already (then `None`): re-examining an
     /// observation, after a restart say, never alerts twice.
@@ -273,45 +341,22 @@ pub trait Store {
     fn retire_alerts(&mut self, channel: &str, reason: &str, at_ms: i64)
         -> Result<u64, StoreError>;
 
-    /// Marks a change reviewed, replacing any earlier verdict on it. The
-    /// baseline is not touched (an earlier acceptance stays in effect). The
-    /// observation must be a successful one: a failure has no changes.
-    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError>;
-
-    /// Accepts a change, all or nothing: materialises the server's implicit
-    /// baseline (its first successful observation's tools) if no change was
-    /// accepted before, applies `edits` to it in order, and records the
-    /// verdict as accepted, replacing any earlier one. The observation must
-    /// be a successful one, and every version set must be in the store.
-    fn accept_change(
+    /// Takes up to `limit` due alerts of `channel` for delivery, in one
+    /// transaction: each is due for nobody else until `now_ms + claim_ms`
+    /// (a deliverer that dies mid-delivery leaves it to be claimed again
+    /// then). Soonest due first.
+    fn claim_due_alerts(
         &mut self,
-        review: &NewReview,
-        edits: &[BaselineEdit],
-    ) -> Result<(), StoreError>;
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError>;
+}
 
-    /// Marks every change of `reviews` reviewed, in one transaction: all
-    /// of them or none.
-    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError>;
-
-    /// Accepts every change of `accepts` (each with its baseline edits, in
-    /// order) in one transaction: all of them or none, as
-    /// [`Store::accept_change`] does one.
-    fn accept_changes(
-        &mut self,
-        accepts: &[(NewReview, Vec<BaselineEdit>)],
-    ) -> Result<(), StoreError>;
-
-    /// Every verdict on the changes of a server's observations, by
-    /// observation, then tool name.
-    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError>;
-
-    /// The server's baseline: tool name to accepted version, with where
-    /// each came from. `None` when nothing was accepted and the server has
-    /// no successful observation yet.
-    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError>;
-
-    // Several watchers, one history ([`lease`]).
-
+/// Leases: which watcher observes which server when several share one
+/// history ([`lease`]).
+pub trait Leases {
     /// Claims `claim.holder`'s share of `claim.servers`, in one
     /// transaction: renews what it holds, releases what is past its share
     /// or no longer in its registry, takes free servers under a new epoch
@@ -325,31 +370,11 @@ pub trait Store {
 
     /// Every lease, by server.
     fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+}
 
-    /// [`Store::record_observation`] under `lease`: recorded only while
-    /// the server's lease has that holder and epoch, in the same
-    /// transaction; otherwise [`StoreError::LeaseLost`] and nothing is
-    /// written.
-    fn record_observation_under(
-        &mut self,
-        observation: &NewObservation,
-        lease: &LeaseToken,
-    ) -> Result<ObservationId, StoreError>;
-
-    /// Takes up to `limit` due alerts of `channel` for delivery, in one
-    /// transaction: each is due for nobody else until `now_ms + claim_ms`
-    /// (a deliverer that dies mid-delivery leaves it to be claimed again
-    /// then). Soonest due first.
-    fn claim_due_alerts(
-        &mut self,
-        channel: &str,
-        now_ms: i64,
-        claim_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<OutboxAlert>, StoreError>;
-
-    // Whole rows, for copying a store and checking one ([`tables`]).
-
+/// Whole rows of every table, for copying a store and checking one
+/// ([`tables`]).
+pub trait Rows {
     /// Up to `limit` rows of `table` in key order, after the row whose
     /// key is `after` (from the first when `None`).
     fn read_rows(

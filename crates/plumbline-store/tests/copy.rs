@@ -4,9 +4,10 @@
 
 mod support;
 
+use plumbline_store::prelude::*;
 use plumbline_store::tables::{check, copy, sums};
 use plumbline_store::testing::{Backend, TestStore};
-use plumbline_store::{AnyStore, BaselineEdit, NewAlert, NewReview, ObservationId, RawTool, Store};
+use plumbline_store::{AnyStore, BaselineEdit, NewAlert, NewReview, ObservationId, RawTool};
 use support::{failed_observation, ok_observation, tool_name};
 
 fn raw(text: &str) -> RawTool {

@@ -24,6 +24,7 @@
 
 mod support;
 
+use plumbline_store::prelude::*;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -35,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use plumbline_store::{digest, Digest, ObservationId, SqliteStore, Store};
+use plumbline_store::{digest, Digest, ObservationId, SqliteStore};
 use support::{failed_observation, fifty_tools, ok_observation};
 
 /// Set to the database path, this makes [`writer_half_of_the_sigkill_test`]

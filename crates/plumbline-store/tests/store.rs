@@ -6,12 +6,13 @@
 
 mod support;
 
+use plumbline_store::prelude::*;
 use std::path::PathBuf;
 
 use plumbline_store::testing::{Backend, TestStore};
 use plumbline_store::{
     canonicalize, digest, AnyStore, NewObservation, NormalizedTool, NormalizedValue, ObservationId,
-    Outcome, PostgresStore, Problem, ProblemKind, RawTool, SqliteStore, Store, StoreError,
+    Outcome, PostgresStore, Problem, ProblemKind, RawTool, SqliteStore, StoreError,
 };
 use support::{failed_observation, fifty_tools, ok_observation, tool_name};
 

@@ -3,7 +3,8 @@
 
 mod support;
 
-use plumbline_store::{ObservationId, RawTool, SqliteStore, Store};
+use plumbline_store::prelude::*;
+use plumbline_store::{ObservationId, RawTool, SqliteStore};
 use support::{failed_observation, ok_observation, tool_name};
 
 fn tools(description: &str) -> Vec<RawTool> {

@@ -6,42 +6,10 @@ use crate::model::{
     AlertCounts, AlertId, Baseline, BaselineEdit, NewAlert, NewObservation, NewReview, Observation,
     ObservationId, ObservationSummary, OutboxAlert, Review, ReviewStatus, Server, ToolHistoryEntry,
 };
-use crate::{Digest, Lease, LeaseClaim, LeaseToken, Store, StoreError};
+use crate::prelude::*;
+use crate::{Digest, Lease, LeaseClaim, LeaseToken, StoreError};
 
-impl Store for PostgresStore {
-    fn read_rows(
-        &self,
-        table: &str,
-        after: Option<&[crate::tables::Cell]>,
-        limit: u32,
-    ) -> Result<Vec<crate::tables::Row>, StoreError> {
-        let (table, after) = (table.to_owned(), after.map(<[_]>::to_vec));
-        self.run(move |s| s.rows_of(&table, after.as_deref(), limit))
-    }
-
-    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
-        let (table, rows) = (table.to_owned(), rows.to_vec());
-        self.run(move |s| s.put_rows(&table, &rows))
-    }
-
-    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
-        self.run(|s| s.follow_written_ids())
-    }
-
-    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
-        let claim = claim.clone();
-        self.run(move |s| s.claim_leases(&claim))
-    }
-
-    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
-        let holder = holder.to_owned();
-        self.run(move |s| s.release_leases(&holder))
-    }
-
-    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
-        self.run(|s| s.leases())
-    }
-
+impl HistoryStore for PostgresStore {
     fn record_observation_under(
         &mut self,
         observation: &NewObservation,
@@ -49,17 +17,6 @@ impl Store for PostgresStore {
     ) -> Result<ObservationId, StoreError> {
         let (observation, lease) = (observation.clone(), lease.clone());
         self.run(move |s| s.record_observation(&observation, Some(&lease)))
-    }
-
-    fn claim_due_alerts(
-        &mut self,
-        channel: &str,
-        now_ms: i64,
-        claim_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<OutboxAlert>, StoreError> {
-        let channel = channel.to_owned();
-        self.run(move |s| s.claim_due_alerts(&channel, now_ms, claim_ms, limit))
     }
 
     fn drift_summary(
@@ -218,6 +175,59 @@ impl Store for PostgresStore {
         let (server, tool) = (server.to_owned(), tool.to_owned());
         self.run(move |s| s.tool_history(&server, &tool))
     }
+}
+
+impl ReviewStore for PostgresStore {
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        let items = vec![(review.clone(), Vec::new())];
+        self.run(move |s| s.write_reviews(ReviewStatus::Reviewed, &items))
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        let items = vec![(review.clone(), edits.to_vec())];
+        self.run(move |s| s.write_reviews(ReviewStatus::Accepted, &items))
+    }
+
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
+        let items: Vec<(NewReview, Vec<BaselineEdit>)> =
+            reviews.iter().map(|r| (r.clone(), Vec::new())).collect();
+        self.run(move |s| s.write_reviews(ReviewStatus::Reviewed, &items))
+    }
+
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError> {
+        let items = accepts.to_vec();
+        self.run(move |s| s.write_reviews(ReviewStatus::Accepted, &items))
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        let server = server.to_owned();
+        self.run(move |s| s.reviews(&server))
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        let server = server.to_owned();
+        self.run(move |s| s.baseline(&server))
+    }
+}
+
+impl Outbox for PostgresStore {
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        let channel = channel.to_owned();
+        self.run(move |s| s.claim_due_alerts(&channel, now_ms, claim_ms, limit))
+    }
 
     fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
         let alert = alert.clone();
@@ -322,42 +332,41 @@ impl Store for PostgresStore {
         let (channel, reason) = (channel.to_owned(), reason.to_owned());
         self.run(move |s| s.retire_alerts(&channel, &reason, at_ms))
     }
+}
 
-    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
-        let items = vec![(review.clone(), Vec::new())];
-        self.run(move |s| s.write_reviews(ReviewStatus::Reviewed, &items))
+impl Leases for PostgresStore {
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        let claim = claim.clone();
+        self.run(move |s| s.claim_leases(&claim))
     }
 
-    fn accept_change(
-        &mut self,
-        review: &NewReview,
-        edits: &[BaselineEdit],
-    ) -> Result<(), StoreError> {
-        let items = vec![(review.clone(), edits.to_vec())];
-        self.run(move |s| s.write_reviews(ReviewStatus::Accepted, &items))
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        let holder = holder.to_owned();
+        self.run(move |s| s.release_leases(&holder))
     }
 
-    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
-        let items: Vec<(NewReview, Vec<BaselineEdit>)> =
-            reviews.iter().map(|r| (r.clone(), Vec::new())).collect();
-        self.run(move |s| s.write_reviews(ReviewStatus::Reviewed, &items))
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        self.run(|s| s.leases())
+    }
+}
+
+impl Rows for PostgresStore {
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        let (table, after) = (table.to_owned(), after.map(<[_]>::to_vec));
+        self.run(move |s| s.rows_of(&table, after.as_deref(), limit))
     }
 
-    fn accept_changes(
-        &mut self,
-        accepts: &[(NewReview, Vec<BaselineEdit>)],
-    ) -> Result<(), StoreError> {
-        let items = accepts.to_vec();
-        self.run(move |s| s.write_reviews(ReviewStatus::Accepted, &items))
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        let (table, rows) = (table.to_owned(), rows.to_vec());
+        self.run(move |s| s.put_rows(&table, &rows))
     }
 
-    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
-        let server = server.to_owned();
-        self.run(move |s| s.reviews(&server))
-    }
-
-    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
-        let server = server.to_owned();
-        self.run(move |s| s.baseline(&server))
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        self.run(|s| s.follow_written_ids())
     }
 }

@@ -33,7 +33,8 @@ use crate::model::{
     NewReview, Normalized, Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome,
     Problem, ProblemKind, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
-use crate::{canonicalize, digest, Digest, Store, StoreError};
+use crate::prelude::*;
+use crate::{canonicalize, digest, Digest, StoreError};
 
 mod leases;
 mod open;
@@ -79,7 +80,7 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
+impl HistoryStore for SqliteStore {
     fn drift_summary(
         &self,
         old: &Digest,
@@ -262,46 +263,6 @@ impl Store for SqliteStore {
         lease: &LeaseToken,
     ) -> Result<ObservationId, StoreError> {
         self.record(observation, Some(lease))
-    }
-
-    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
-        self.claim(claim)
-    }
-
-    fn read_rows(
-        &self,
-        table: &str,
-        after: Option<&[crate::tables::Cell]>,
-        limit: u32,
-    ) -> Result<Vec<crate::tables::Row>, StoreError> {
-        self.rows_of(table, after, limit)
-    }
-
-    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
-        self.put_rows(table, rows)
-    }
-
-    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
-        // SQLite numbers a new row after the highest id there.
-        Ok(())
-    }
-
-    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
-        self.release(holder)
-    }
-
-    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
-        self.lease_rows()
-    }
-
-    fn claim_due_alerts(
-        &mut self,
-        channel: &str,
-        now_ms: i64,
-        claim_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<OutboxAlert>, StoreError> {
-        self.claim_alerts(channel, now_ms, claim_ms, limit)
     }
 
     fn timeline(&self, server: &str, limit: u32) -> Result<Vec<ObservationSummary>, StoreError> {
@@ -523,6 +484,177 @@ impl Store for SqliteStore {
             .map_err(|source| self.read_err(format!("raw tool {raw}"), source))
     }
 
+    fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the history of tool {tool:?} of server {server:?}");
+        let observations = self
+            .conn
+            .prepare_cached(
+                "SELECT id, finished_at_ms, tool_set_id FROM observations
+                 WHERE server_id = ?1 AND outcome = 'ok' ORDER BY id",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, i64>(1)?,
+                        row.get::<_, i64>(2)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+
+        tool_history(observations, |set| self.tool_state(set, tool, &what))
+    }
+}
+
+impl ReviewStore for SqliteStore {
+    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Reviewed, &[])
+    }
+
+    fn accept_change(
+        &mut self,
+        review: &NewReview,
+        edits: &[BaselineEdit],
+    ) -> Result<(), StoreError> {
+        self.write_review(review, ReviewStatus::Accepted, edits)
+    }
+
+    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
+        let items: Vec<(NewReview, Vec<BaselineEdit>)> =
+            reviews.iter().map(|r| (r.clone(), Vec::new())).collect();
+        self.write_reviews(ReviewStatus::Reviewed, &items)
+    }
+
+    fn accept_changes(
+        &mut self,
+        accepts: &[(NewReview, Vec<BaselineEdit>)],
+    ) -> Result<(), StoreError> {
+        self.write_reviews(ReviewStatus::Accepted, accepts)
+    }
+
+    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the reviews of server {server:?}");
+        let rows = self
+            .conn
+            .prepare_cached(
+                "SELECT r.observation_id, r.tool_name, r.status, r.reviewer, r.at_ms, r.note
+                 FROM reviews r JOIN observations o ON o.id = r.observation_id
+                 WHERE o.server_id = ?1
+                 ORDER BY r.observation_id, r.tool_name",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([server_id], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, i64>(4)?,
+                        row.get::<_, Option<String>>(5)?,
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|source| self.read_err(&what, source))?;
+        rows.into_iter()
+            .map(|(observation, tool, status, reviewer, at_ms, note)| {
+                let status = ReviewStatus::from_stored(&status).ok_or_else(|| {
+                    self.corrupt(format!("{what}: a review has status {status:?}"))
+                })?;
+                Ok(Review {
+                    observation: ObservationId(observation),
+                    tool,
+                    status,
+                    reviewer,
+                    at_ms,
+                    note,
+                })
+            })
+            .collect()
+    }
+
+    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let what = format!("the baseline of server {server:?}");
+        let explicit: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM baseline_servers WHERE server_id = ?1)")
+            .and_then(|mut stmt| stmt.query_row([server_id], |row| row.get(0)))
+            .map_err(|source| self.read_err(&what, source))?;
+        let mut tools = BTreeMap::new();
+        if explicit {
+            let rows = self
+                .conn
+                .prepare_cached(
+                    "SELECT b.tool_name, v.digest, b.observation_id, b.accepted_by, b.accepted_at_ms
+                     FROM baselines b JOIN tool_versions v ON v.id = b.tool_version_id
+                     WHERE b.server_id = ?1 ORDER BY b.tool_name",
+                )
+                .and_then(|mut stmt| {
+                    stmt.query_map([server_id], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Vec<u8>>(1)?,
+                            row.get::<_, i64>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, Option<i64>>(4)?,
+                        ))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()
+                })
+                .map_err(|source| self.read_err(&what, source))?;
+            for (name, digest, observation, accepted_by, accepted_at_ms) in rows {
+                tools.insert(
+                    name,
+                    BaselineTool {
+                        canonical_digest: self.digest_from(&digest, &what)?,
+                        observation: ObservationId(observation),
+                        accepted_by,
+                        accepted_at_ms,
+                    },
+                );
+            }
+        } else {
+            let Some(first) = self
+                .summaries(
+                    &what,
+                    "o.server_id = ?1 AND o.outcome = 'ok'",
+                    "ORDER BY o.id LIMIT 1",
+                    [server_id],
+                )?
+                .into_iter()
+                .next()
+            else {
+                return Ok(None);
+            };
+            let Some(observation) = self.observation(first.id)? else {
+                return Err(self.corrupt(format!("{what}: observation {} vanished", first.id)));
+            };
+            tools = implicit_baseline(observation);
+        }
+        Ok(Some(Baseline {
+            server: server.to_owned(),
+            explicit,
+            tools,
+        }))
+    }
+}
+
+impl Outbox for SqliteStore {
+    fn claim_due_alerts(
+        &mut self,
+        channel: &str,
+        now_ms: i64,
+        claim_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<OutboxAlert>, StoreError> {
+        self.claim_alerts(channel, now_ms, claim_ms, limit)
+    }
+
     fn enqueue_alert(&mut self, alert: &NewAlert) -> Result<Option<AlertId>, StoreError> {
         let server_id = self.server_id(&alert.server)?;
         let inserted = self
@@ -678,162 +810,39 @@ impl Store for SqliteStore {
             })?;
         Ok(changed as u64)
     }
+}
 
-    fn tool_history(&self, server: &str, tool: &str) -> Result<Vec<ToolHistoryEntry>, StoreError> {
-        let server_id = self.server_id(server)?;
-        let what = format!("the history of tool {tool:?} of server {server:?}");
-        let observations = self
-            .conn
-            .prepare_cached(
-                "SELECT id, finished_at_ms, tool_set_id FROM observations
-                 WHERE server_id = ?1 AND outcome = 'ok' ORDER BY id",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([server_id], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, i64>(1)?,
-                        row.get::<_, i64>(2)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(|source| self.read_err(&what, source))?;
-
-        tool_history(observations, |set| self.tool_state(set, tool, &what))
+impl Leases for SqliteStore {
+    fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
+        self.claim(claim)
     }
 
-    fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
-        self.write_review(review, ReviewStatus::Reviewed, &[])
+    fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {
+        self.release(holder)
     }
 
-    fn accept_change(
-        &mut self,
-        review: &NewReview,
-        edits: &[BaselineEdit],
-    ) -> Result<(), StoreError> {
-        self.write_review(review, ReviewStatus::Accepted, edits)
+    fn leases(&self) -> Result<Vec<Lease>, StoreError> {
+        self.lease_rows()
+    }
+}
+
+impl Rows for SqliteStore {
+    fn read_rows(
+        &self,
+        table: &str,
+        after: Option<&[crate::tables::Cell]>,
+        limit: u32,
+    ) -> Result<Vec<crate::tables::Row>, StoreError> {
+        self.rows_of(table, after, limit)
     }
 
-    fn mark_all_reviewed(&mut self, reviews: &[NewReview]) -> Result<(), StoreError> {
-        let items: Vec<(NewReview, Vec<BaselineEdit>)> =
-            reviews.iter().map(|r| (r.clone(), Vec::new())).collect();
-        self.write_reviews(ReviewStatus::Reviewed, &items)
+    fn write_rows(&mut self, table: &str, rows: &[crate::tables::Row]) -> Result<u64, StoreError> {
+        self.put_rows(table, rows)
     }
 
-    fn accept_changes(
-        &mut self,
-        accepts: &[(NewReview, Vec<BaselineEdit>)],
-    ) -> Result<(), StoreError> {
-        self.write_reviews(ReviewStatus::Accepted, accepts)
-    }
-
-    fn reviews(&self, server: &str) -> Result<Vec<Review>, StoreError> {
-        let server_id = self.server_id(server)?;
-        let what = format!("the reviews of server {server:?}");
-        let rows = self
-            .conn
-            .prepare_cached(
-                "SELECT r.observation_id, r.tool_name, r.status, r.reviewer, r.at_ms, r.note
-                 FROM reviews r JOIN observations o ON o.id = r.observation_id
-                 WHERE o.server_id = ?1
-                 ORDER BY r.observation_id, r.tool_name",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_map([server_id], |row| {
-                    Ok((
-                        row.get::<_, i64>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, String>(3)?,
-                        row.get::<_, i64>(4)?,
-                        row.get::<_, Option<String>>(5)?,
-                    ))
-                })?
-                .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(|source| self.read_err(&what, source))?;
-        rows.into_iter()
-            .map(|(observation, tool, status, reviewer, at_ms, note)| {
-                let status = ReviewStatus::from_stored(&status).ok_or_else(|| {
-                    self.corrupt(format!("{what}: a review has status {status:?}"))
-                })?;
-                Ok(Review {
-                    observation: ObservationId(observation),
-                    tool,
-                    status,
-                    reviewer,
-                    at_ms,
-                    note,
-                })
-            })
-            .collect()
-    }
-
-    fn baseline(&self, server: &str) -> Result<Option<Baseline>, StoreError> {
-        let server_id = self.server_id(server)?;
-        let what = format!("the baseline of server {server:?}");
-        let explicit: bool = self
-            .conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM baseline_servers WHERE server_id = ?1)")
-            .and_then(|mut stmt| stmt.query_row([server_id], |row| row.get(0)))
-            .map_err(|source| self.read_err(&what, source))?;
-        let mut tools = BTreeMap::new();
-        if explicit {
-            let rows = self
-                .conn
-                .prepare_cached(
-                    "SELECT b.tool_name, v.digest, b.observation_id, b.accepted_by, b.accepted_at_ms
-                     FROM baselines b JOIN tool_versions v ON v.id = b.tool_version_id
-                     WHERE b.server_id = ?1 ORDER BY b.tool_name",
-                )
-                .and_then(|mut stmt| {
-                    stmt.query_map([server_id], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, Vec<u8>>(1)?,
-                            row.get::<_, i64>(2)?,
-                            row.get::<_, Option<String>>(3)?,
-                            row.get::<_, Option<i64>>(4)?,
-                        ))
-                    })?
-                    .collect::<Result<Vec<_>, _>>()
-                })
-                .map_err(|source| self.read_err(&what, source))?;
-            for (name, digest, observation, accepted_by, accepted_at_ms) in rows {
-                tools.insert(
-                    name,
-                    BaselineTool {
-                        canonical_digest: self.digest_from(&digest, &what)?,
-                        observation: ObservationId(observation),
-                        accepted_by,
-                        accepted_at_ms,
-                    },
-                );
-            }
-        } else {
-            let Some(first) = self
-                .summaries(
-                    &what,
-                    "o.server_id = ?1 AND o.outcome = 'ok'",
-                    "ORDER BY o.id LIMIT 1",
-                    [server_id],
-                )?
-                .into_iter()
-                .next()
-            else {
-                return Ok(None);
-            };
-            let Some(observation) = self.observation(first.id)? else {
-                return Err(self.corrupt(format!("{what}: observation {} vanished", first.id)));
-            };
-            tools = implicit_baseline(observation);
-        }
-        Ok(Some(Baseline {
-            server: server.to_owned(),
-            explicit,
-            tools,
-        }))
+    fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
+        // SQLite numbers a new row after the highest id there.
+        Ok(())
     }
 }
 

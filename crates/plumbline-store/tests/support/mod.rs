@@ -3,9 +3,10 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
+use plumbline_store::prelude::*;
 use std::path::Path;
 
-use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore, Store, StoreError};
+use plumbline_store::{NewObservation, Outcome, RawTool, SqliteStore, StoreError};
 
 /// 50 real tool objects, one per line (see `tests/data/README.md`).
 const TOOLS_50: &str = include_str!("../data/tools-50.jsonl");
