@@ -9,6 +9,11 @@ use crate::lease::{decide, Lease, LeaseClaim, LeaseWrite};
 use crate::model::OutboxAlert;
 use crate::StoreError;
 
+/// Each lease with its holder's expiry (a lease lasts while its holder
+/// renews), over `leases l`.
+const LEASES: &str = "SELECT l.server, l.holder, l.epoch, COALESCE(w.expires_at_ms, 0)
+     FROM leases l LEFT JOIN watchers w ON w.holder = l.holder";
+
 impl Session {
     fn to_lease(&self, row: &Row, what: &str) -> Result<Lease, StoreError> {
         Ok(Lease {
@@ -27,10 +32,21 @@ impl Session {
         let me = claim.holder.as_bytes();
         let mut db = self.db().map_err(&err)?;
         let mut tx = db.transaction().map_err(&err)?;
+        let expires = claim.now_ms.saturating_add(claim.lease_ms);
         tx.execute(
-            "INSERT INTO watchers (holder, last_seen_ms) VALUES ($1, $2)
-             ON CONFLICT (holder) DO UPDATE SET last_seen_ms = excluded.last_seen_ms",
-            &[&me, &claim.now_ms],
+            "INSERT INTO watchers (holder, last_seen_ms, expires_at_ms) VALUES ($1, $2, $3)
+             ON CONFLICT (holder) DO UPDATE SET last_seen_ms = excluded.last_seen_ms,
+                 expires_at_ms = excluded.expires_at_ms",
+            &[&me, &claim.now_ms, &expires],
+        )
+        .map_err(&err)?;
+        // Watchers gone for ten leases are forgotten (their leases read as
+        // free without them).
+        tx.execute(
+            "DELETE FROM watchers WHERE expires_at_ms < $1",
+            &[&claim
+                .now_ms
+                .saturating_sub(claim.lease_ms.saturating_mul(10))],
         )
         .map_err(&err)?;
         tx.execute(
@@ -47,10 +63,10 @@ impl Session {
             .map_err(&err)?;
         let rows = tx
             .query(
-                "SELECT server, holder, epoch, expires_at_ms FROM leases
-                 WHERE server = ANY($1) OR holder = $2
-                 ORDER BY server
-                 FOR UPDATE SKIP LOCKED",
+                &format!(
+                    "{LEASES} WHERE l.server = ANY($1) OR l.holder = $2
+                     ORDER BY l.server FOR UPDATE OF l SKIP LOCKED"
+                ),
                 &[&servers, &me],
             )
             .map_err(&err)?;
@@ -65,13 +81,10 @@ impl Session {
             })
         };
         let rows = rows.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
-        let expires = claim.now_ms.saturating_add(claim.lease_ms);
         for write in decide(claim, &rows, live.max(1) as u64) {
             match write {
-                LeaseWrite::Renew(server) => tx.execute(
-                    "UPDATE leases SET expires_at_ms = $2 WHERE server = $1",
-                    &[&server.as_bytes(), &expires],
-                ),
+                // Renewed with the watcher's row, above.
+                LeaseWrite::Renew(_) => Ok(0),
                 LeaseWrite::Take(server, epoch) => tx.execute(
                     "UPDATE leases SET holder = $2, epoch = $3, expires_at_ms = $4
                      WHERE server = $1",
@@ -86,8 +99,7 @@ impl Session {
         }
         let held = tx
             .query(
-                "SELECT server, holder, epoch, expires_at_ms FROM leases
-                 WHERE holder = $1 ORDER BY server",
+                &format!("{LEASES} WHERE l.holder = $1 ORDER BY l.server"),
                 &[&me],
             )
             .map_err(&err)?;
@@ -117,11 +129,7 @@ impl Session {
 
     pub(super) fn leases(&mut self) -> Result<Vec<Lease>, StoreError> {
         let what = "the leases";
-        let rows = self.rows(
-            what,
-            "SELECT server, holder, epoch, expires_at_ms FROM leases ORDER BY server",
-            &[],
-        )?;
+        let rows = self.rows(what, &format!("{LEASES} ORDER BY l.server"), &[])?;
         rows.iter().map(|row| self.to_lease(row, what)).collect()
     }
 

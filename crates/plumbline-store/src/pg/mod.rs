@@ -59,6 +59,7 @@ pub use location::PostgresLocation;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_leases.sql"),
+    include_str!("migrations/0003_watcher_expiry.sql"),
 ];
 
 /// The advisory lock that makes migrating a singleton across every

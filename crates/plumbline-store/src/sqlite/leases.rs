@@ -40,6 +40,11 @@ fn leases_err(path: &std::path::Path) -> impl Fn(rusqlite::Error) -> StoreError 
     }
 }
 
+/// Each lease with its holder's expiry (a lease lasts while its holder
+/// renews), over `leases l`.
+const LEASES: &str = "SELECT l.server, l.holder, l.epoch, COALESCE(w.expires_at_ms, 0)
+     FROM leases l LEFT JOIN watchers w ON w.holder = l.holder";
+
 fn read_lease(row: &rusqlite::Row<'_>) -> rusqlite::Result<Lease> {
     Ok(Lease {
         server: row.get(0)?,
@@ -188,16 +193,27 @@ impl SqliteStore {
 
     pub(super) fn claim(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         let err = leases_err(&self.path);
+        let expires = claim.now_ms.saturating_add(claim.lease_ms);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(&err)?;
         tx.prepare_cached(
-            "INSERT INTO watchers (holder, last_seen_ms) VALUES (?1, ?2)
-             ON CONFLICT (holder) DO UPDATE SET last_seen_ms = excluded.last_seen_ms",
+            "INSERT INTO watchers (holder, last_seen_ms, expires_at_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (holder) DO UPDATE SET last_seen_ms = excluded.last_seen_ms,
+                 expires_at_ms = excluded.expires_at_ms",
         )
-        .and_then(|mut stmt| stmt.execute(params![claim.holder, claim.now_ms]))
+        .and_then(|mut stmt| stmt.execute(params![claim.holder, claim.now_ms, expires]))
         .map_err(&err)?;
+        // Watchers gone for ten leases are forgotten (their leases read as
+        // free without them).
+        tx.prepare_cached("DELETE FROM watchers WHERE expires_at_ms < ?1")
+            .and_then(|mut stmt| {
+                stmt.execute([claim
+                    .now_ms
+                    .saturating_sub(claim.lease_ms.saturating_mul(10))])
+            })
+            .map_err(&err)?;
         {
             let mut insert = tx
                 .prepare_cached("INSERT INTO leases (server) VALUES (?1) ON CONFLICT DO NOTHING")
@@ -211,17 +227,13 @@ impl SqliteStore {
             .and_then(|mut stmt| stmt.query_row([claim.now_ms - claim.lease_ms], |row| row.get(0)))
             .map_err(&err)?;
         let rows: Vec<Lease> = tx
-            .prepare_cached(
-                "SELECT server, holder, epoch, expires_at_ms FROM leases ORDER BY server",
-            )
+            .prepare_cached(&format!("{LEASES} ORDER BY l.server"))
             .and_then(|mut stmt| stmt.query_map([], read_lease)?.collect())
             .map_err(&err)?;
-        let expires = claim.now_ms.saturating_add(claim.lease_ms);
         for write in decide(claim, &rows, live.max(1) as u64) {
             match write {
-                LeaseWrite::Renew(server) => tx
-                    .prepare_cached("UPDATE leases SET expires_at_ms = ?2 WHERE server = ?1")
-                    .and_then(|mut stmt| stmt.execute(params![server, expires])),
+                // Renewed with the watcher's row, above.
+                LeaseWrite::Renew(_) => Ok(0),
                 LeaseWrite::Take(server, epoch) => tx
                     .prepare_cached(
                         "UPDATE leases SET holder = ?2, epoch = ?3, expires_at_ms = ?4
@@ -239,10 +251,7 @@ impl SqliteStore {
             .map_err(&err)?;
         }
         let held: Vec<Lease> = tx
-            .prepare_cached(
-                "SELECT server, holder, epoch, expires_at_ms FROM leases
-                 WHERE holder = ?1 ORDER BY server",
-            )
+            .prepare_cached(&format!("{LEASES} WHERE l.holder = ?1 ORDER BY l.server"))
             .and_then(|mut stmt| stmt.query_map([&claim.holder], read_lease)?.collect())
             .map_err(&err)?;
         tx.commit().map_err(&err)?;
@@ -269,9 +278,7 @@ impl SqliteStore {
 
     pub(super) fn lease_rows(&self) -> Result<Vec<Lease>, StoreError> {
         self.conn
-            .prepare_cached(
-                "SELECT server, holder, epoch, expires_at_ms FROM leases ORDER BY server",
-            )
+            .prepare_cached(&format!("{LEASES} ORDER BY l.server"))
             .and_then(|mut stmt| stmt.query_map([], read_lease)?.collect())
             .map_err(|source| self.read_err("the leases", source))
     }

@@ -59,6 +59,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0007_normalized_tools.sql"),
     include_str!("../migrations/0008_inventories.sql"),
     include_str!("../migrations/0009_leases.sql"),
+    include_str!("../migrations/0010_watcher_expiry.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
