@@ -165,8 +165,9 @@ pub enum StoreCommand {
     /// both hold the same rows (counts and digests, table by table).
     ///
     /// Rows the destination already holds are skipped, so a copy can be
-    /// run again (after an interruption, say). Exit status 2 when the
-    /// stores differ after copying: the destination held another history.
+    /// run again (after an interruption, say); stop the watchers that
+    /// write to the source first. Exit status 2, with nothing written,
+    /// when the destination holds another history.
     Copy(StoreCopyArgs),
     /// Verify a store: every digest is its content's, every tool set's
     /// digest its entries', every reference names a row that is there.

@@ -39,6 +39,23 @@ fn copy(args: &StoreCopyArgs) -> Result<Outcome> {
         .with_context(|| format!("opening the store {}", from_at.display()))?;
     let mut to =
         History::open(&to_at).with_context(|| format!("opening the store {}", to_at.display()))?;
+    // Refused before anything is written: rows of another history would
+    // be mixed with these (ids and names that collide).
+    let foreign = to.not_part_of(&from)?;
+    if !foreign.is_empty() {
+        for difference in &foreign {
+            eprintln!(
+                "{}",
+                plumbline_taxonomy::sanitize::for_terminal(difference, false)
+            );
+        }
+        eprintln!(
+            "error: {} holds another history than {}; nothing was copied (copy into an empty store)",
+            to_at.display(),
+            from_at.display()
+        );
+        return Ok(Outcome::InputError);
+    }
     let terminal = std::io::stderr().is_terminal();
     let copied = from
         .copy_to(&mut to, |table, rows| {

@@ -125,6 +125,7 @@ fn a_history_copied_to_postgresql_and_back_reads_the_same_and_checks_sound() {
     // with what differs.
     config(d, 1, &hook);
     run(d, &["watch", "--once", "--store", "other.db"], 0);
+    let before = log("other.db");
     let mixed = plumbline(d, &["store", "copy", "--from", "p.db", "--to", "other.db"]);
     assert_eq!(mixed.status.code(), Some(2), "{}", text(&mixed));
     assert!(
@@ -132,6 +133,12 @@ fn a_history_copied_to_postgresql_and_back_reads_the_same_and_checks_sound() {
         "{}",
         text(&mixed)
     );
+    assert!(
+        text(&mixed).contains("nothing was copied"),
+        "{}",
+        text(&mixed)
+    );
+    assert_eq!(log("other.db"), before, "nothing written");
     // A store that is not there is not copied from.
     let missing = plumbline(d, &["store", "copy", "--from", "nope.db", "--to", "x.db"]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));

@@ -55,6 +55,7 @@ impl From<plumbline_history::HistoryError> for Failure {
             H::NotAcceptable(m) => Failure::NotAcceptable(m),
             H::Inconsistent(m) => Failure::Internal(m),
             H::Store(e) => e.into(),
+            e @ H::Derived { .. } => Failure::Internal(chain(&e)),
         }
     }
 }

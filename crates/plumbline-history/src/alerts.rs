@@ -122,9 +122,11 @@ pub fn decide<'a>(
 /// Whether the observation before `recorded` failed (`None`: it is the
 /// server's first).
 fn previous_failed(store: &impl Store, recorded: &Recorded) -> Result<Option<bool>, HistoryError> {
-    // Ours is normally the newest; another writer sharing the store may
-    // have recorded a few since, so look further before giving up.
-    for limit in [2, 64] {
+    // Ours is normally the newest; another writer sharing the store, or a
+    // watcher recording a backlog after its store came back, may have
+    // recorded more since, so look further (the whole timeline at worst)
+    // before giving up.
+    for limit in [2, 64, 4096, u32::MAX] {
         let timeline = match store.timeline(&recorded.server, limit) {
             Ok(t) => t,
             Err(StoreError::UnknownServer { .. }) => return Ok(None),

@@ -69,6 +69,13 @@ impl History {
         plumbline_store::tables::copy(&self.store, &mut to.store, progress)
     }
 
+    /// Where this history holds a row `from` does not hold as it is: a
+    /// copy of `from` into it would mix two histories. Empty when this one
+    /// is empty or a part of `from`.
+    pub fn not_part_of(&self, from: &History) -> Result<Vec<String>, StoreError> {
+        plumbline_store::tables::not_part_of(&self.store, &from.store)
+    }
+
     /// Each table's row count and digest: equal on two histories exactly
     /// when they hold the same rows.
     pub fn sums(&self) -> Result<Vec<plumbline_store::tables::TableSum>, StoreError> {
@@ -117,6 +124,12 @@ impl History {
     /// Every lease, by server.
     pub fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         self.store.leases()
+    }
+
+    /// The time leases are measured in: the database's clock on
+    /// PostgreSQL, this machine's on SQLite.
+    pub fn clock_ms(&self) -> Result<i64, StoreError> {
+        self.store.clock_ms()
     }
 
     /// Pending alerts (neither delivered nor failed), oldest first.

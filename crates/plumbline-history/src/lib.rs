@@ -43,7 +43,7 @@ pub use plumbline_store::{
     ToolHistoryEntry,
 };
 pub use read::{Changes, ToolChange};
-pub use record::{record, Observed, Recorded};
+pub use record::{record, regrade, Observed, Recorded};
 
 /// Why a history operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +61,14 @@ pub enum HistoryError {
     /// The store is not as the history left it.
     #[error("{0}")]
     Inconsistent(String),
+    /// An observation was recorded (committed), but grading it failed:
+    /// grade it again with [`record::regrade`], never record it twice.
+    #[error("observation {observation} is recorded but not yet graded: {source}")]
+    Derived {
+        observation: ObservationId,
+        #[source]
+        source: Box<HistoryError>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

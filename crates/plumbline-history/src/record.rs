@@ -257,104 +257,137 @@ pub fn record(
                 Err(e) => return Err(e.into()),
             },
         };
-        let vanished =
-            || HistoryError::Inconsistent(format!("observation {id} vanished after recording"));
-        let summary = store.observation_summary(id)?.ok_or_else(vanished)?;
-        let problems = if summary.problem_count == 0 {
-            Vec::new()
-        } else {
-            store.observation(id)?.ok_or_else(vanished)?.problems
-        };
-        let mut r = Recorded {
-            server: n.server.clone(),
-            observation: id,
-            error: match &n.outcome {
-                plumbline_store::Outcome::Failed { error } => Some(error.clone()),
-                plumbline_store::Outcome::Ok => None,
-            },
-            tools: n.tools.len(),
-            problems,
-            normalized: n
-                .tools
-                .iter()
-                .filter_map(|t| Some((t.name.as_deref()?, t.normalized.as_ref()?)))
-                .flat_map(|(name, n)| n.by.iter().map(move |v| (name.to_owned(), v.clone())))
-                .collect(),
-            previous: None,
-            drift: None,
-            reached_differently,
-            started_at_ms: n.started_at_ms,
-            finished_at_ms: n.finished_at_ms,
-        };
-        if n.outcome.is_ok() {
-            if let Some(prev) = store.latest_successful(&n.server, Some(id))? {
-                if prev.tool_set == summary.tool_set {
-                    // The same tool set: every tool unchanged, nothing to
-                    // parse or grade.
-                    r.previous = Some(prev.id);
-                    r.drift = Some(unchanged(n));
-                    out.push(r);
-                    continue;
-                }
-                let new_tools = parsed(n);
-                let old_obs = store.observation(prev.id)?.ok_or_else(|| {
-                    HistoryError::Inconsistent(format!("observation {} is missing", prev.id))
-                })?;
-                let old = load_tools(store, &old_obs)?;
-                let view_old: Vec<Tool<'_>> = old
-                    .iter()
-                    .map(|t| Tool {
-                        name: &t.name,
-                        definition: &t.definition,
-                    })
-                    .collect();
-                let view_new: Vec<Tool<'_>> = new_tools
-                    .iter()
-                    .map(|(name, definition)| Tool { name, definition })
-                    .collect();
-                // The other servers' tool names, for the references rules:
-                // gathered only for a listing that is graded, and kept with
-                // it so that every reader grades it with the same names.
-                let foreign = crate::foreign_inventory(store, &n.server)?;
-                let inventory = if foreign.is_empty() {
-                    None
-                } else {
-                    Some(store.put_inventory(id, &foreign)?)
-                };
-                grader.count();
-                // What the new listing holds that cannot be read fails
-                // closed: it is in the drift, never silently left out.
-                // The store reports every malformed tool as a problem, so a
-                // listing without problems whose tools all have names has
-                // nothing unreadable: no need to read it back.
-                let unreadable =
-                    if summary.problem_count == 0 && n.tools.iter().all(|t| t.name.is_some()) {
-                        Vec::new()
-                    } else {
-                        let new_obs = store.observation(id)?.ok_or_else(vanished)?;
-                        crate::read::unreadable_since(&new_obs, &old_obs)
-                    };
-                let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign)
-                    .with_unreadable(&unreadable);
-                if let (Some(old_set), Some(new_set)) = (prev.tool_set, summary.tool_set) {
-                    if old_set != new_set {
-                        let summary = Changes::of(&d);
-                        store.put_drift_summary(
-                            &old_set,
-                            &new_set,
-                            &crate::summary_key_with(grader.key(), inventory.as_ref()),
-                            &summary.encode(),
-                        )?;
-                        grader
-                            .cache
-                            .put((old_set, new_set, inventory), std::sync::Arc::new(summary));
-                    }
-                }
-                r.previous = Some(prev.id);
-                r.drift = Some(d);
+        match derive(store, grader, id, n, reached_differently) {
+            Ok(r) => out.push(r),
+            Err(source) => {
+                return Err(HistoryError::Derived {
+                    observation: id,
+                    source: Box::new(source),
+                })
             }
         }
-        out.push(r);
     }
     Ok(out)
+}
+
+/// Grades observation `id` again, as [`record`] did when it recorded it
+/// from `observed`: for a caller whose [`record`] failed after the
+/// observation was committed ([`HistoryError::Derived`]), so that it is
+/// graded (and alerted) once, never recorded twice.
+pub fn regrade(
+    store: &mut impl Store,
+    grader: &Grader,
+    id: ObservationId,
+    observed: &Observed,
+) -> Result<Recorded, HistoryError> {
+    derive(store, grader, id, &observed.observation, Vec::new())
+}
+
+/// What recording observation `id` (just committed from `n`) found: its
+/// problems and its drift since the previous successful observation,
+/// graded and kept.
+fn derive(
+    store: &mut impl Store,
+    grader: &Grader,
+    id: ObservationId,
+    n: &NewObservation,
+    reached_differently: Vec<String>,
+) -> Result<Recorded, HistoryError> {
+    let vanished =
+        || HistoryError::Inconsistent(format!("observation {id} vanished after recording"));
+    let summary = store.observation_summary(id)?.ok_or_else(vanished)?;
+    let problems = if summary.problem_count == 0 {
+        Vec::new()
+    } else {
+        store.observation(id)?.ok_or_else(vanished)?.problems
+    };
+    let mut r = Recorded {
+        server: n.server.clone(),
+        observation: id,
+        error: match &n.outcome {
+            plumbline_store::Outcome::Failed { error } => Some(error.clone()),
+            plumbline_store::Outcome::Ok => None,
+        },
+        tools: n.tools.len(),
+        problems,
+        normalized: n
+            .tools
+            .iter()
+            .filter_map(|t| Some((t.name.as_deref()?, t.normalized.as_ref()?)))
+            .flat_map(|(name, n)| n.by.iter().map(move |v| (name.to_owned(), v.clone())))
+            .collect(),
+        previous: None,
+        drift: None,
+        reached_differently,
+        started_at_ms: n.started_at_ms,
+        finished_at_ms: n.finished_at_ms,
+    };
+    if n.outcome.is_ok() {
+        if let Some(prev) = store.latest_successful(&n.server, Some(id))? {
+            if prev.tool_set == summary.tool_set {
+                // The same tool set: every tool unchanged, nothing to
+                // parse or grade.
+                r.previous = Some(prev.id);
+                r.drift = Some(unchanged(n));
+                return Ok(r);
+            }
+            let new_tools = parsed(n);
+            let old_obs = store.observation(prev.id)?.ok_or_else(|| {
+                HistoryError::Inconsistent(format!("observation {} is missing", prev.id))
+            })?;
+            let old = load_tools(store, &old_obs)?;
+            let view_old: Vec<Tool<'_>> = old
+                .iter()
+                .map(|t| Tool {
+                    name: &t.name,
+                    definition: &t.definition,
+                })
+                .collect();
+            let view_new: Vec<Tool<'_>> = new_tools
+                .iter()
+                .map(|(name, definition)| Tool { name, definition })
+                .collect();
+            // The other servers' tool names, for the references rules:
+            // gathered only for a listing that is graded, and kept with
+            // it so that every reader grades it with the same names.
+            let foreign = crate::foreign_inventory(store, &n.server)?;
+            let inventory = if foreign.is_empty() {
+                None
+            } else {
+                Some(store.put_inventory(id, &foreign)?)
+            };
+            grader.count();
+            // What the new listing holds that cannot be read fails
+            // closed: it is in the drift, never silently left out.
+            // The store reports every malformed tool as a problem, so a
+            // listing without problems whose tools all have names has
+            // nothing unreadable: no need to read it back.
+            let unreadable =
+                if summary.problem_count == 0 && n.tools.iter().all(|t| t.name.is_some()) {
+                    Vec::new()
+                } else {
+                    let new_obs = store.observation(id)?.ok_or_else(vanished)?;
+                    crate::read::unreadable_since(&new_obs, &old_obs)
+                };
+            let d = drift_among(&grader.classifier, &view_old, &view_new, &foreign)
+                .with_unreadable(&unreadable);
+            if let (Some(old_set), Some(new_set)) = (prev.tool_set, summary.tool_set) {
+                if old_set != new_set {
+                    let summary = Changes::of(&d);
+                    store.put_drift_summary(
+                        &old_set,
+                        &new_set,
+                        &crate::summary_key_with(grader.key(), inventory.as_ref()),
+                        &summary.encode(),
+                    )?;
+                    grader
+                        .cache
+                        .put((old_set, new_set, inventory), std::sync::Arc::new(summary));
+                }
+            }
+            r.previous = Some(prev.id);
+            r.drift = Some(d);
+        }
+    }
+    Ok(r)
 }

@@ -278,6 +278,10 @@ impl Leases for AnyStore {
     fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         each!(self, s => s.leases())
     }
+
+    fn clock_ms(&self) -> Result<i64, StoreError> {
+        each!(self, s => s.clock_ms())
+    }
 }
 
 impl Rows for AnyStore {

@@ -370,6 +370,11 @@ pub trait Leases {
 
     /// Every lease, by server.
     fn leases(&self) -> Result<Vec<Lease>, StoreError>;
+
+    /// The time leases are measured in (Unix ms): the database server's
+    /// for PostgreSQL, so that watchers whose clocks disagree agree on
+    /// which leases have run out; this machine's for SQLite.
+    fn clock_ms(&self) -> Result<i64, StoreError>;
 }
 
 /// Whole rows of every table, for copying a store and checking one

@@ -46,6 +46,18 @@ impl Location {
                         .to_owned(),
             });
         }
+        // `postgres:` or `postgresql:` without `//` is a mistyped URL, not
+        // a file named after a password.
+        let lowered = text.to_ascii_lowercase();
+        if (lowered.starts_with("postgres:") || lowered.starts_with("postgresql:"))
+            && !text.contains("://")
+        {
+            return Err(StoreError::Location {
+                location: "(a PostgreSQL URL without //)".to_owned(),
+                reason: "write it as postgres://USER:${PASSWORD_VARIABLE}@HOST:PORT/DATABASE"
+                    .to_owned(),
+            });
+        }
         let sqlite = text
             .get(..7)
             .filter(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
@@ -224,6 +236,11 @@ mod tests {
         let e = Location::parse("mysql://h/db").unwrap_err().to_string();
         assert!(e.contains("`mysql://` is not a store location"), "{e}");
         assert!(Location::parse("").is_err());
+        for typo in ["postgres:/team:s3cret@db/h", "PostgreSQL:team:s3cret@db/h"] {
+            let e = Location::parse(typo).unwrap_err().to_string();
+            assert!(!e.contains("s3cret"), "{e}");
+            assert!(e.contains("postgres://USER"), "{e}");
+        }
         assert!(Location::parse("sqlite:").is_err());
     }
 }

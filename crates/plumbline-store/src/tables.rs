@@ -576,3 +576,103 @@ pub fn copy(
     to.finish_writing_rows()?;
     Ok(copied)
 }
+
+/// Reads one table a page at a time, a row at a time.
+struct Cursor<'a, S> {
+    store: &'a S,
+    table: &'static Table,
+    page: std::collections::VecDeque<Row>,
+    done: bool,
+}
+
+impl<'a, S: Store> Cursor<'a, S> {
+    fn new(store: &'a S, table: &'static Table) -> Self {
+        Cursor {
+            store,
+            table,
+            page: Default::default(),
+            done: false,
+        }
+    }
+
+    fn peek(&mut self, after: Option<&[Cell]>) -> Result<Option<&Row>, StoreError> {
+        if self.page.is_empty() && !self.done {
+            let rows = self.store.read_rows(self.table.name, after, PAGE)?;
+            self.done = rows.len() < PAGE as usize;
+            self.page.extend(rows);
+        }
+        Ok(self.page.front())
+    }
+}
+
+/// Keys in the order both backends read them: numbers by value, bytes
+/// byte by byte, NULL first.
+fn key_order(a: &[Cell], b: &[Cell]) -> std::cmp::Ordering {
+    let rank = |c: &Cell| match c {
+        Cell::Null => 0,
+        Cell::Int(_) => 1,
+        Cell::Bytes(_) => 2,
+    };
+    for (x, y) in a.iter().zip(b) {
+        let order = match (x, y) {
+            (Cell::Int(x), Cell::Int(y)) => x.cmp(y),
+            (Cell::Bytes(x), Cell::Bytes(y)) => x.cmp(y),
+            _ => rank(x).cmp(&rank(y)),
+        };
+        if order.is_ne() {
+            return order;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// Where `to` holds a row that `from` does not hold as it is (another
+/// history, or one that changed since): copying `from` into it would mix
+/// the two. Empty when `to` is empty or a part of `from` (a copy stopped
+/// half way, or done before). At most ten differences are listed.
+pub fn not_part_of(to: &impl Store, from: &impl Store) -> Result<Vec<String>, StoreError> {
+    let mut differences = Vec::new();
+    for table in TABLES {
+        let mut source = Cursor::new(from, table);
+        let mut last: Option<Vec<Cell>> = None;
+        let mut stop = false;
+        each_row(to, table, |page| {
+            for row in page {
+                if stop {
+                    return Ok(());
+                }
+                let key = table.key_of(row);
+                // Source rows before this key are ones the copy adds.
+                loop {
+                    let next = source.peek(last.as_deref())?.cloned();
+                    match next {
+                        Some(s) if key_order(&table.key_of(&s), &key).is_lt() => {
+                            last = Some(table.key_of(&s));
+                            source.page.pop_front();
+                        }
+                        Some(s) if s == *row => {
+                            last = Some(key.clone());
+                            source.page.pop_front();
+                            break;
+                        }
+                        _ => {
+                            differences.push(format!(
+                                "{}: the destination's row {key:?} is not the source's",
+                                table.name
+                            ));
+                            if differences.len() >= 10 {
+                                stop = true;
+                            }
+                            break;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        if stop {
+            break;
+        }
+    }
+    Ok(differences)
+}

@@ -5,7 +5,7 @@
 mod support;
 
 use plumbline_store::prelude::*;
-use plumbline_store::tables::{check, copy, sums};
+use plumbline_store::tables::{check, copy, not_part_of, sums};
 use plumbline_store::testing::{Backend, TestStore};
 use plumbline_store::{AnyStore, BaselineEdit, NewAlert, NewReview, ObservationId, RawTool};
 use support::{failed_observation, ok_observation, tool_name};
@@ -120,6 +120,8 @@ fn ten_thousand_observations_copied_to_postgresql_and_back_keep_every_digest() {
     );
     assert_eq!(sums(&shared).expect("sums"), original);
     assert!(check(&shared).expect("check").is_empty());
+    // A copy is a part of its source (so it can be resumed).
+    assert!(not_part_of(&shared, &from).expect("compared").is_empty());
     // Again: nothing to write, the same rows.
     let again = copy(&from, &mut shared, |_, _| {}).expect("copied again");
     assert!(again.iter().all(|c| c.written == 0), "{again:?}");
@@ -150,12 +152,18 @@ fn ten_thousand_observations_copied_to_postgresql_and_back_keep_every_digest() {
         "search is absent from the new listing"
     );
 
-    // A store copied into one holding another history differs, and says so.
+    // A store holding another history is not a part of this one, and
+    // says where.
     let other = TestStore::new(Backend::Sqlite);
     let mut unrelated = other.open();
     history(&mut unrelated, 30);
-    copy(&from, &mut unrelated, |_, _| {}).expect("copied");
-    assert_ne!(sums(&unrelated).expect("sums"), original);
+    let foreign = not_part_of(&unrelated, &from).expect("compared");
+    // (Its first thirty observations are the source's; its review and
+    // baseline are not.)
+    assert!(
+        foreign.iter().any(|d| d.starts_with("reviews:")),
+        "{foreign:?}"
+    );
 
     // Tampering is found: bytes that are not their digest's.
     back.execute("UPDATE raw_tools SET raw = X'7B7D' WHERE id = 1");

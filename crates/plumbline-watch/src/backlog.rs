@@ -10,13 +10,36 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use plumbline_config::Config;
-use plumbline_history::{Grader, History, LeaseToken, Recorded};
+use plumbline_history::{
+    Grader, History, HistoryError, LeaseToken, ObservationId, Recorded, StoreError,
+};
 use tokio::task::JoinHandle;
 
 use crate::delivery::Channels;
 use crate::metrics::Metrics;
 use crate::observe::Collected;
 use crate::{alerting, process};
+
+/// Whether `e` is the database's own (unreachable, refused, a lost
+/// connection): worth trying again. Anything else would fail again.
+fn is_store_error(e: &anyhow::Error) -> bool {
+    let transient = |e: &StoreError| {
+        matches!(
+            e,
+            StoreError::Open { .. }
+                | StoreError::Read { .. }
+                | StoreError::Write { .. }
+                | StoreError::WriteDerived { .. }
+        )
+    };
+    e.chain().any(|cause| {
+        cause.downcast_ref::<StoreError>().is_some_and(transient)
+            || matches!(
+                cause.downcast_ref::<HistoryError>(),
+                Some(HistoryError::Store(s)) if transient(s)
+            )
+    })
+}
 
 /// A listing with the lease it was made under.
 pub(crate) type Listed = (Collected, Option<LeaseToken>);
@@ -28,6 +51,8 @@ const BATCH: usize = 64;
 /// (after the store failed), and why.
 pub(crate) struct Attempt {
     recorded: Vec<Recorded>,
+    /// Recorded but not graded: graded again before anything else.
+    ungraded: Vec<(ObservationId, Listed)>,
     left: Vec<Listed>,
     error: Option<anyhow::Error>,
 }
@@ -37,6 +62,7 @@ impl Attempt {
     pub fn recorded(recorded: Vec<Recorded>) -> Attempt {
         Attempt {
             recorded,
+            ungraded: Vec::new(),
             left: Vec::new(),
             error: None,
         }
@@ -45,6 +71,7 @@ impl Attempt {
 
 pub(crate) struct Backlog {
     waiting: VecDeque<Listed>,
+    ungraded: Vec<(ObservationId, Listed)>,
     unalerted: Vec<Recorded>,
     /// The most listings kept; past it the oldest are dropped, said and
     /// counted (the store has been unreachable for that many intervals).
@@ -55,6 +82,7 @@ impl Backlog {
     pub fn new(cap: usize) -> Backlog {
         Backlog {
             waiting: VecDeque::new(),
+            ungraded: Vec::new(),
             unalerted: Vec::new(),
             cap,
         }
@@ -103,11 +131,21 @@ impl Backlog {
             let mut store = recorder
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let (recorded, done, error) = process(&mut store, &grader, &metrics, &batch);
+            let p = process(&mut store, &grader, &metrics, &batch);
+            let mut ungraded = Vec::new();
+            let mut left = Vec::new();
+            for (i, listed) in batch.into_iter().enumerate() {
+                if let Some((id, _)) = p.ungraded.iter().find(|(_, at)| *at == i) {
+                    ungraded.push((*id, listed));
+                } else if i >= p.done {
+                    left.push(listed);
+                }
+            }
             Attempt {
-                recorded,
-                left: batch.into_iter().skip(done).collect(),
-                error,
+                recorded: p.recorded,
+                ungraded,
+                left,
+                error: p.failed,
             }
         }))
     }
@@ -115,6 +153,7 @@ impl Backlog {
     /// Takes back what a recording task did not record, to try again.
     pub fn finish(&mut self, attempt: Attempt, metrics: &Metrics) {
         self.unalerted.extend(attempt.recorded);
+        self.ungraded.extend(attempt.ungraded);
         for listed in attempt.left.into_iter().rev() {
             self.waiting.push_front(listed);
         }
@@ -131,9 +170,12 @@ impl Backlog {
         metrics.waiting(self.waiting.len() as u64, 0);
     }
 
-    /// Puts the alerts of what was recorded in the outbox and wakes their
-    /// channels (none when stopping: the next run delivers them); kept
-    /// for the next try when the store fails.
+    /// Grades what was recorded but not graded, then puts the alerts of
+    /// what was recorded in the outbox, one observation at a time, and
+    /// wakes their channels (none when stopping: the next run delivers
+    /// them). What the store could not take waits for the next try; an
+    /// observation whose alerts cannot be decided for another reason is
+    /// said and let go, so that it never holds up the others.
     pub fn enqueue(
         &mut self,
         store: &mut History,
@@ -142,24 +184,55 @@ impl Backlog {
         channels: Option<&Channels>,
         metrics: &Metrics,
     ) {
-        if self.unalerted.is_empty() {
-            return;
-        }
-        match alerting::enqueue(store, config, &self.unalerted, grader.taxonomy()) {
-            Ok(woken) => {
-                self.unalerted.clear();
-                for channel in woken {
-                    if let Some(channels) = channels {
-                        channels.wake(&channel);
-                    }
+        while let Some((id, listed)) = self.ungraded.first() {
+            match crate::observe::regrade(store, grader, *id, listed) {
+                Ok(recorded) => {
+                    self.ungraded.remove(0);
+                    self.unalerted.push(recorded);
+                }
+                Err(e) if is_store_error(&e) => {
+                    metrics.store_down(&format!("{e:#}"));
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(
+                        observation = id.0,
+                        "plumbline watch: cannot grade a recorded observation: {e:#}"
+                    );
+                    self.ungraded.remove(0);
                 }
             }
-            Err(e) => {
-                metrics.store_down(&format!("{e:#}"));
-                tracing::error!(
-                    observations = self.unalerted.len(),
-                    "plumbline watch: cannot queue the alerts (tried again): {e:#}"
-                );
+        }
+        while let Some(recorded) = self.unalerted.first() {
+            match alerting::enqueue(
+                store,
+                config,
+                std::slice::from_ref(recorded),
+                grader.taxonomy(),
+            ) {
+                Ok(woken) => {
+                    self.unalerted.remove(0);
+                    for channel in woken {
+                        if let Some(channels) = channels {
+                            channels.wake(&channel);
+                        }
+                    }
+                }
+                Err(e) if is_store_error(&e) => {
+                    metrics.store_down(&format!("{e:#}"));
+                    tracing::error!(
+                        observations = self.unalerted.len(),
+                        "plumbline watch: cannot queue the alerts (tried again): {e:#}"
+                    );
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(
+                        observation = recorded.observation.0,
+                        "plumbline watch: cannot decide the alerts of an observation: {e:#}"
+                    );
+                    self.unalerted.remove(0);
+                }
             }
         }
     }

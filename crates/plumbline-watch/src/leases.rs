@@ -59,7 +59,9 @@ impl Leases {
             holder: self.holder.clone(),
             servers,
             lease_ms: self.lease.as_millis() as i64,
-            now_ms: now_ms(),
+            // The store's clock: watchers on machines whose clocks
+            // disagree still agree on which leases have run out.
+            now_ms: store.clock_ms()?,
         };
         match store.claim_leases(&claim) {
             Ok(leases) => {

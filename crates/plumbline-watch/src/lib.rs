@@ -100,7 +100,9 @@ pub async fn once(options: &Options) -> Result<Vec<Report>> {
         () = stop.requested() => return Ok(Vec::new()),
     };
     let batch: Vec<Listed> = collected.into_iter().map(|c| (c, None)).collect();
-    let (recorded, _, failed) = process(&mut store, &grader, &metrics, &batch);
+    let Processed {
+        recorded, failed, ..
+    } = process(&mut store, &grader, &metrics, &batch);
     if let Some(e) = failed {
         return Err(e);
     }
@@ -330,14 +332,14 @@ pub async fn daemon(options: &Options) -> Result<()> {
             "plumbline watch: stopped while a batch was being recorded; it is kept only if it finishes first"
         );
     } else if !finished.is_empty() {
-        let (recorded, done, failed) = process(&mut store, &grader, &metrics, &finished);
-        if let Some(e) = failed {
+        let p = process(&mut store, &grader, &metrics, &finished);
+        if let Some(e) = &p.failed {
             tracing::error!(
-                lost = finished.len() - done,
+                lost = finished.len() - p.done,
                 "plumbline watch: stopping without recording every listing: {e:#}"
             );
         }
-        backlog.finish(backlog::Attempt::recorded(recorded), &metrics);
+        backlog.finish(backlog::Attempt::recorded(p.recorded), &metrics);
     }
     // Queued, so that the next run delivers them.
     backlog.enqueue(&mut store, &config, &grader, None, &metrics);
@@ -382,13 +384,9 @@ fn open(options: &Options) -> Result<History> {
 /// `batch` were done, and the store's error that stopped it, if one did.
 /// A listing made under a lease another watcher has since taken is done
 /// but not recorded, and said so.
-fn process(
-    store: &mut History,
-    grader: &Grader,
-    metrics: &Metrics,
-    batch: &[Listed],
-) -> (Vec<Recorded>, usize, Option<anyhow::Error>) {
+fn process(store: &mut History, grader: &Grader, metrics: &Metrics, batch: &[Listed]) -> Processed {
     let mut recorded = Vec::with_capacity(batch.len());
+    let mut ungraded = Vec::new();
     let mut done = 0;
     let mut failed = None;
     for listed in batch {
@@ -405,6 +403,14 @@ fn process(
                 done += 1;
             }
             Err(e) => {
+                // Recorded, but not graded: done (never recorded twice),
+                // to be graded again.
+                if let Some(plumbline_history::HistoryError::Derived { observation, .. }) =
+                    e.downcast_ref::<plumbline_history::HistoryError>()
+                {
+                    ungraded.push((*observation, done));
+                    done += 1;
+                }
                 failed = Some(e);
                 break;
             }
@@ -418,7 +424,23 @@ fn process(
         }
         log_observation(r);
     }
-    (recorded, done, failed)
+    Processed {
+        recorded,
+        done,
+        ungraded,
+        failed,
+    }
+}
+
+/// What [`process`] did with a batch.
+pub(crate) struct Processed {
+    recorded: Vec<Recorded>,
+    /// How many of the batch were recorded (or refused for a lost lease).
+    done: usize,
+    /// Observations recorded but not graded (the store failed between),
+    /// with their listing's place in the batch.
+    ungraded: Vec<(plumbline_history::ObservationId, usize)>,
+    failed: Option<anyhow::Error>,
 }
 
 /// Server text for a log field: one line (lines joined by " | "), hidden

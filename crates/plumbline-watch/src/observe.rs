@@ -437,15 +437,33 @@ pub fn record_all(
     grader: &Grader,
     batch: &[(Collected, Option<LeaseToken>)],
 ) -> Result<Vec<Recorded>> {
-    let batch = batch
-        .iter()
-        .map(|(c, lease)| Observed {
-            lease: lease.clone(),
-            identity: c.identity.to_string(),
-            observation: new_observation(c),
-        })
-        .collect();
+    let batch = batch.iter().map(observed).collect();
     Ok(plumbline_history::record(store.store_mut(), grader, batch)?)
+}
+
+/// A collected listing as the history records it.
+fn observed((c, lease): &(Collected, Option<LeaseToken>)) -> Observed {
+    Observed {
+        lease: lease.clone(),
+        identity: c.identity.to_string(),
+        observation: new_observation(c),
+    }
+}
+
+/// Grades again observation `id`, recorded from `listed` by a
+/// [`record_all`] that failed before grading it.
+pub fn regrade(
+    store: &mut History,
+    grader: &Grader,
+    id: plumbline_history::ObservationId,
+    listed: &(Collected, Option<LeaseToken>),
+) -> Result<Recorded> {
+    Ok(plumbline_history::regrade(
+        store.store_mut(),
+        grader,
+        id,
+        &observed(listed),
+    )?)
 }
 
 /// What was recorded, as reports, worst first: failures, then by

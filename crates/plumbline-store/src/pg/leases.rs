@@ -27,6 +27,7 @@ impl Session {
     pub(super) fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         let what = "the leases";
         let err = self.derived_err(what);
+
         let label = self.label.clone();
         let servers: Vec<&[u8]> = claim.servers.iter().map(String::as_bytes).collect();
         let me = claim.holder.as_bytes();
@@ -80,7 +81,19 @@ impl Session {
                 expires_at_ms: row.try_get(3).map_err(&err)?,
             })
         };
-        let rows = rows.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
+        let mut rows = rows.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
+        // This watcher's own rows that its recorder holds `FOR SHARE`
+        // right now were skipped above: they are still its own, and its
+        // share must count them.
+        let own = tx
+            .query(&format!("{LEASES} WHERE l.holder = $1"), &[&me])
+            .map_err(&err)?;
+        for row in own.iter().map(lease) {
+            let row = row?;
+            if !rows.iter().any(|r| r.server == row.server) {
+                rows.push(row);
+            }
+        }
         for write in decide(claim, &rows, live.max(1) as u64) {
             match write {
                 // Renewed with the watcher's row, above.
@@ -106,6 +119,20 @@ impl Session {
         let held = held.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
         tx.commit().map_err(&err)?;
         Ok(held)
+    }
+
+    /// The database server's time (Unix ms).
+    pub(super) fn clock_ms(&mut self) -> Result<i64, StoreError> {
+        let what = "the database's clock";
+        let row = self.row(
+            what,
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )?;
+        match row {
+            Some(row) => self.get(&row, 0, what),
+            None => Err(self.corrupt("the database has no clock")),
+        }
     }
 
     pub(super) fn release_leases(&mut self, holder: &str) -> Result<u64, StoreError> {

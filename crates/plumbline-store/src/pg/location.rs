@@ -110,6 +110,22 @@ impl PostgresLocation {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // A connection whose peer vanished (a partition, a host gone) is
+        // given up within a minute rather than the kernel's quarter of an
+        // hour: a store call never blocks its caller longer.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(std::time::Duration::from_secs(60));
+        }
+        // A process stopped inside a transaction (SIGSTOP, a debugger, a
+        // VM paused) would hold its row locks for ever, and the other
+        // watchers skip locked lease rows: the server ends such a
+        // transaction after a quarter of a minute.
+        if config.get_options().is_none() {
+            config.options("-c idle_in_transaction_session_timeout=15000");
+        }
+        if config.get_keepalives_idle() == std::time::Duration::from_secs(2 * 60 * 60) {
+            config.keepalives_idle(std::time::Duration::from_secs(30));
+        }
         let tls = match config.get_ssl_mode() {
             postgres::config::SslMode::Require => Some(self.tls(root_file.as_deref())?),
             _ if root_file.is_some() => {
@@ -272,5 +288,9 @@ mod tests {
         assert!(plain.tls.is_none());
         assert_eq!(plain.config.get_application_name(), Some("plumbline"));
         assert_eq!(plain.config.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert_eq!(
+            plain.config.get_options(),
+            Some("-c idle_in_transaction_session_timeout=15000")
+        );
     }
 }

@@ -335,8 +335,9 @@ impl Session {
         };
         let server_id: i64 = row.try_get(0).map_err(&lock_err)?;
         if let Some(lease) = lease {
-            // FOR SHARE: a claim changing the lease waits for this write,
-            // and this write for a claim under way.
+            // FOR SHARE: this write waits for a claim taking the lease (it
+            // holds the row FOR UPDATE), and a claim under way meanwhile
+            // skips the row (SKIP LOCKED; its holder counts it as its own).
             let current = tx
                 .query_opt(
                     "SELECT holder, epoch FROM leases WHERE server = $1 FOR SHARE",
@@ -370,6 +371,26 @@ impl Session {
                 .filter_map(|t| t.normalized.as_ref().map(|n| digest(&n.raw))),
         );
         let mut known = known_raw_tools(&mut tx, &wanted).map_err(&tools_err)?;
+        // What is new is inserted in digest order, so that two writers
+        // storing the same new tools never wait on each other in a cycle.
+        let mut fresh: Vec<(Digest, &[u8])> = observation
+            .tools
+            .iter()
+            .zip(&raw_digests)
+            .map(|(t, d)| (*d, &t.raw[..]))
+            .chain(
+                observation
+                    .tools
+                    .iter()
+                    .filter_map(|t| t.normalized.as_ref().map(|n| (digest(&n.raw), &n.raw[..]))),
+            )
+            .filter(|(d, _)| !known.contains_key(d))
+            .collect();
+        fresh.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        fresh.dedup_by(|a, b| a.0 == b.0);
+        for (d, raw) in fresh {
+            put_raw_tool(&mut tx, &mut known, raw, &d).map_err(&tools_err)?;
+        }
         let (entries, problems) = entries(observation, &raw_digests, |raw, raw_digest| {
             put_raw_tool(&mut tx, &mut known, raw, raw_digest)
         })

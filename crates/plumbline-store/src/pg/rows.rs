@@ -62,16 +62,19 @@ impl Session {
     ) -> Result<Vec<Row>, StoreError> {
         let table = self.table(name)?;
         let columns: Vec<&str> = table.columns.iter().map(|(c, _)| *c).collect();
+        let key = key_expr(table);
         let filter = match after {
-            Some(_) => crate::sqlite::after_clause(table, 1, true),
+            Some(after) => {
+                let marks: Vec<String> = (1..=after.len()).map(|i| format!("${i}")).collect();
+                format!("WHERE ({key}) > ({})", marks.join(", "))
+            }
             None => String::new(),
         };
         let limit_mark = after.map_or(1, |a| a.len() + 1);
         let sql = format!(
-            "SELECT {} FROM {} {filter} ORDER BY {} LIMIT ${limit_mark}",
+            "SELECT {} FROM {} {filter} ORDER BY {key} LIMIT ${limit_mark}",
             columns.join(", "),
             table.name,
-            table.key.join(", ")
         );
         let key_kinds: Vec<Kind> = table
             .key_positions()
@@ -133,6 +136,11 @@ impl Session {
             let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(Param::sql).collect();
             written += tx.execute(&sql, &refs).map_err(&err)?;
         }
+        // With the rows: a copy stopped half way leaves no identity behind
+        // the ids it wrote.
+        if table.key == ["id"] {
+            tx.execute(&follow_ids(table.name), &[]).map_err(&err)?;
+        }
         tx.commit().map_err(&err)?;
         Ok(written)
     }
@@ -143,16 +151,39 @@ impl Session {
         let err = self.derived_err("the tables' ids");
         let mut db = self.db().map_err(&err)?;
         for table in TABLES.iter().filter(|t| t.key == ["id"]) {
-            db.execute(
-                &format!(
-                    "SELECT setval(pg_get_serial_sequence('{0}', 'id'),
-                                   COALESCE((SELECT max(id) FROM {0}), 0) + 1, false)",
-                    table.name
-                ),
-                &[],
-            )
-            .map_err(&err)?;
+            db.execute(&follow_ids(table.name), &[]).map_err(&err)?;
         }
         Ok(())
     }
+}
+
+/// Moves `table`'s identity past its highest id.
+fn follow_ids(table: &str) -> String {
+    format!(
+        "SELECT setval(pg_get_serial_sequence('{table}', 'id'),
+                       COALESCE((SELECT max(id) FROM {table}), 0) + 1, false)"
+    )
+}
+
+/// The key of `table` as PostgreSQL orders and compares it: text keys in
+/// byte order (`COLLATE "C"`), as SQLite orders them, whatever the
+/// database's collation.
+pub(crate) fn key_expr(table: &Table) -> String {
+    table
+        .key
+        .iter()
+        .map(|k| {
+            let kind = table
+                .columns
+                .iter()
+                .find(|(c, _)| c == k)
+                .map(|(_, kind)| *kind);
+            if kind == Some(Kind::Plain) {
+                format!("{k} COLLATE \"C\"")
+            } else {
+                (*k).to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

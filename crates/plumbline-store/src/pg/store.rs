@@ -348,6 +348,10 @@ impl Leases for PostgresStore {
     fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         self.run(|s| s.leases())
     }
+
+    fn clock_ms(&self) -> Result<i64, StoreError> {
+        self.run(|s| s.clock_ms())
+    }
 }
 
 impl Rows for PostgresStore {

@@ -40,7 +40,6 @@ mod leases;
 mod open;
 mod reviews;
 mod rows;
-pub(crate) use rows::after_clause;
 #[cfg(test)]
 mod tests;
 mod write;
@@ -824,6 +823,11 @@ impl Leases for SqliteStore {
 
     fn leases(&self) -> Result<Vec<Lease>, StoreError> {
         self.lease_rows()
+    }
+
+    fn clock_ms(&self) -> Result<i64, StoreError> {
+        // One machine: its clock.
+        Ok(crate::time::now_ms())
     }
 }
 

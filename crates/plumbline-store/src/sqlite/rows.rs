@@ -14,7 +14,7 @@ fn known(path: &Path, name: &str) -> Result<&'static Table, StoreError> {
 }
 
 /// `WHERE (k1, k2) > (?1, ?2)`, or nothing for the first page.
-pub(crate) fn after_clause(table: &Table, first: usize, dollar: bool) -> String {
+fn after_clause(table: &Table, first: usize, dollar: bool) -> String {
     let keys = table.key.join(", ");
     let marks: Vec<String> = (0..table.key.len())
         .map(|i| {
