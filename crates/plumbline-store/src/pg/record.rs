@@ -363,17 +363,11 @@ impl Session {
             }
         }
 
-        let mut wanted: Vec<Digest> = raw_digests.clone();
-        wanted.extend(
-            observation
-                .tools
-                .iter()
-                .filter_map(|t| t.normalized.as_ref().map(|n| digest(&n.raw))),
-        );
-        let mut known = known_raw_tools(&mut tx, &wanted).map_err(&tools_err)?;
-        // What is new is inserted in digest order, so that two writers
-        // storing the same new tools never wait on each other in a cycle.
-        let mut fresh: Vec<(Digest, &[u8])> = observation
+        // Every content the listing holds (sent and normalised), hashed
+        // once: looked up at once, and what is new inserted in digest
+        // order, so that two writers storing the same new tools never wait
+        // on each other in a cycle.
+        let contents: Vec<(Digest, &[u8])> = observation
             .tools
             .iter()
             .zip(&raw_digests)
@@ -384,6 +378,11 @@ impl Session {
                     .iter()
                     .filter_map(|t| t.normalized.as_ref().map(|n| (digest(&n.raw), &n.raw[..]))),
             )
+            .collect();
+        let wanted: Vec<Digest> = contents.iter().map(|(d, _)| *d).collect();
+        let mut known = known_raw_tools(&mut tx, &wanted).map_err(&tools_err)?;
+        let mut fresh: Vec<(Digest, &[u8])> = contents
+            .into_iter()
             .filter(|(d, _)| !known.contains_key(d))
             .collect();
         fresh.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
