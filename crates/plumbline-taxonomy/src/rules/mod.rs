@@ -191,6 +191,8 @@ pub(crate) struct Context<'a> {
     description_distance: OnceCell<(crate::text::WordPair, crate::text::WordDistance)>,
     /// taxonomy-v3: the new tool's input names, lowered.
     inputs: OnceCell<Vec<String>>,
+    /// taxonomy-v3 draft 6: the new tool's name words (R18's erase).
+    name_words: OnceCell<Vec<String>>,
 }
 
 impl<'a> Context<'a> {
@@ -255,6 +257,7 @@ impl<'a> Context<'a> {
             required: OnceCell::new(),
             description_distance: OnceCell::new(),
             inputs: OnceCell::new(),
+            name_words: OnceCell::new(),
         }
     }
 
@@ -323,6 +326,24 @@ impl<'a> Context<'a> {
                 .and_then(|s| s.get("properties"))
                 .and_then(Value::as_object)
                 .map(|p| p.keys().map(lower).collect())
+                .unwrap_or_default()
+        })
+    }
+
+    /// The name words (4.4) of the new tool's name, each on its own (R18's
+    /// erase construction, draft 6).
+    pub fn name_word_list(&self) -> &[String] {
+        self.name_words.get_or_init(|| {
+            self.new
+                .get("name")
+                .and_then(Value::as_str)
+                .map(|n| {
+                    name_words(n)
+                        .split(' ')
+                        .filter(|w| !w.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default()
         })
     }
@@ -445,7 +466,11 @@ pub(crate) fn newly_present_constructions(
             if present.is_empty() {
                 continue;
             }
-            let inputs = ctx.input_names();
+            let inputs = if kind == crate::constructions::Kind::Erase {
+                ctx.name_word_list()
+            } else {
+                ctx.input_names()
+            };
             let Some((sentence, how)) =
                 holding(constructions, kind, f.new, &scan.lowered, present, inputs).next()
             else {

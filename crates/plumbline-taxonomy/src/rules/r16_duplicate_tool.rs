@@ -19,6 +19,11 @@ pub const MIN_WORDS: usize = 4;
 /// 4): "Deletes a file from disk." is whole inside many longer ones.
 pub const MIN_WHOLE_COPY_WORDS: usize = 6;
 
+/// The fewest comparable words a shortened copy of another server's tool
+/// needs before its words, in any order, all found in the other's
+/// description make it a copy (draft 6).
+pub const MIN_REORDERED_WORDS: usize = 6;
+
 /// A name with its style removed: ASCII-lowercased, without `-`, `_`,
 /// `.` and spaces (drift's rename test, `docs/taxonomy-v2.md` 6).
 pub fn styleless(name: &str) -> String {
@@ -96,6 +101,16 @@ fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
     let length_ok =
         longer.len() <= 2 * shorter.len() || (shortened_any && mine.len() <= theirs.len());
     if length_ok && is_subsequence(shorter, longer) {
+        return true;
+    }
+    // Draft 6: a shortened copy of another server's tool with its words
+    // reordered ("Search Drive files by name" from "Search files in Google
+    // Drive by name"): every word of it is a word of the other.
+    if shortened_any
+        && mine.len() <= theirs.len()
+        && mine.len() >= MIN_REORDERED_WORDS
+        && mine.iter().all(|w| theirs.contains(w))
+    {
         return true;
     }
     // Draft 4: a copy kept whole inside a longer description, at any

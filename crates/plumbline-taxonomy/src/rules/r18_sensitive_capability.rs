@@ -15,7 +15,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Found {
         });
     found.extend(newly_present_constructions(
         ctx,
-        &[Kind::Outbound, Kind::Code],
+        &[Kind::Outbound, Kind::Code, Kind::Erase],
         RuleId::R18,
     ));
     found
