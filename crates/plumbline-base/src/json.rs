@@ -803,7 +803,10 @@ impl Parser<'_> {
             self.pos = i + 1;
             return Ok(Text::from(&self.text[start..i]));
         }
-        let mut out = String::with_capacity(i - start + 16);
+        // The decoded text is never longer than the literal (every escape
+        // is at least as long as what it stands for), so room for the
+        // literal up to its closing quote is room enough: no regrowth.
+        let mut out = String::with_capacity(closing_quote(self.bytes, i) - start);
         out.push_str(&self.text[start..i]);
         loop {
             let Some(&c) = self.bytes.get(i) else {
@@ -887,8 +890,38 @@ impl Parser<'_> {
     }
 }
 
+/// Where the string literal that goes on at `from` (a position inside it)
+/// ends: the first `"` from there that an even number of backslashes
+/// precedes, or the end of the input.
+fn closing_quote(bytes: &[u8], from: usize) -> usize {
+    let mut at = from;
+    while let Some(n) = memchr::memchr(b'"', &bytes[at..]) {
+        let quote = at + n;
+        let backslashes = bytes[from..quote]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            return quote;
+        }
+        at = quote + 1;
+    }
+    bytes.len()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_literal_ends_at_the_first_quote_no_backslash_escapes() {
+        let end = |s: &str| super::closing_quote(s.as_bytes(), 0);
+        assert_eq!(end(r#"ab"cd"#), 2);
+        assert_eq!(end(r#"a\"b""#), 4);
+        assert_eq!(end(r#"a\\"b"#), 3);
+        assert_eq!(end(r#"\\\"x"y"#), 5);
+        assert_eq!(end(r#"no quote"#), 8);
+    }
+
     #[test]
     fn first_stop_finds_the_first_quote_backslash_or_control_byte() {
         let naive = |b: &[u8]| b.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20);

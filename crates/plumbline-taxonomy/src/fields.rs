@@ -76,6 +76,16 @@ fn walk<'a>(v: &'a Value, path: &mut Vec<Seg<'a>>, f: &mut impl FnMut(&[Seg<'a>]
     }
 }
 
+/// How many strings `v` holds, at any depth (itself included).
+pub fn count_strings(v: &Value) -> usize {
+    match v {
+        Value::String(_) => 1,
+        Value::Array(items) => items.iter().map(count_strings).sum(),
+        Value::Object(map) => map.into_iter().map(|(_, item)| count_strings(item)).sum(),
+        _ => 0,
+    }
+}
+
 /// Like [`for_each_string`], for the subtree `root` found at `prefix`:
 /// paths passed to `f` start with `prefix`.
 pub fn for_each_string_at<'a>(

@@ -193,7 +193,9 @@ pub struct WordPair {
 
 impl WordPair {
     pub fn of(old: &str, new: &str) -> WordPair {
-        let mut words: Vec<&str> = Vec::new();
+        // Room for words of five bytes and a space, about what tool
+        // descriptions hold: regrowing (and copying) cost more.
+        let mut words: Vec<&str> = Vec::with_capacity((old.len() + new.len()) / 6 + 2);
         push_words(old, &mut words);
         let split = words.len();
         push_words(new, &mut words);

@@ -210,7 +210,18 @@ impl<'a> Context<'a> {
         // every other string is equal to its old counterpart.
         // Most changes are one modified string: room for one each spares
         // regrowing (and copying) these large entries.
-        let mut changed_strings = Vec::with_capacity(changes.len());
+        // An added or replaced container brings all its strings: they are
+        // counted first (a walk without allocation), so that the vector
+        // is allocated once instead of regrown and copied.
+        let strings: usize = changes
+            .iter()
+            .filter_map(|c| c.new)
+            .map(|v| match v {
+                Value::String(_) => 1,
+                other => crate::fields::count_strings(other),
+            })
+            .sum();
+        let mut changed_strings = Vec::with_capacity(strings);
         for change in changes {
             let Some(new_value) = change.new else {
                 continue;
