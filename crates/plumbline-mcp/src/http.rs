@@ -625,11 +625,19 @@ impl Transport for HttpTransport {
                 return Err(refusal(method, &from, status, location.as_ref(), &text));
             }
             if method == "server/discover" {
-                // A legacy server refuses the probe at the HTTP level.
-                return Ok(Err(RpcError {
-                    code: -32601,
-                    message: format!("HTTP {status}"),
-                }));
+                // A JSON-RPC error with the status (400 with -32022 and
+                // the versions supported) is the server's answer; anything
+                // else is a legacy server refusing the probe at the HTTP
+                // level.
+                #[derive(serde::Deserialize)]
+                struct Refusal {
+                    error: RpcError,
+                }
+                return Ok(Err(serde_json::from_slice::<Refusal>(&text)
+                    .map(|r| r.error)
+                    .unwrap_or_else(|_| {
+                        RpcError::new(-32601, format!("HTTP {status}"))
+                    })));
             }
             return Err(status_error(method, status, &text));
         }

@@ -28,6 +28,33 @@ pub(crate) struct RpcError {
     pub code: i64,
     #[serde(default)]
     pub message: String,
+    /// What the server added: for -32022 (unsupported protocol version),
+    /// the versions it supports (`{"supported": [...]}`).
+    #[serde(default)]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub(crate) fn new(code: i64, message: String) -> RpcError {
+        RpcError {
+            code,
+            message,
+            data: None,
+        }
+    }
+
+    /// Whether this refuses the protocol version asked for while naming
+    /// ours among those the server supports (2026-07-28's negotiation: a
+    /// client then asks again with a version the server offers).
+    pub(crate) fn offers_stateless(&self) -> bool {
+        self.code == -32022
+            && self
+                .data
+                .as_ref()
+                .and_then(|d| d.get("supported"))
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|v| v == STATELESS_VERSION))
+    }
 }
 
 /// The answer to one request: its raw `result`, or its `error`.
@@ -390,12 +417,16 @@ async fn handshake<T: Transport>(t: &mut T, limits: &Limits) -> Result<Handshake
     let first_answer_by = Instant::now() + limits.connect_timeout;
     let until_first_answer = |own: std::time::Duration| (Instant::now() + own).min(first_answer_by);
     let probe = if t.may_be_stateless() {
-        discover(t, until_first_answer(limits.discover_timeout)).await
+        match discover(t, until_first_answer(limits.discover_timeout)).await {
+            // Refused for its version though ours is supported (a server
+            // may refuse a first request whatever it carries): once more.
+            Ok(Err(refusal)) if refusal.offers_stateless() => {
+                discover(t, until_first_answer(limits.discover_timeout)).await
+            }
+            other => other,
+        }
     } else {
-        Ok(Err(RpcError {
-            code: -32601,
-            message: "not probed".to_owned(),
-        }))
+        Ok(Err(RpcError::new(-32601, "not probed".to_owned())))
     };
     let mut unanswered = false;
     // Whether the server answered the probe at all (even to refuse it).
@@ -709,6 +740,27 @@ pub(crate) async fn relist<T: Transport>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_version_refusal_that_names_ours_is_asked_again() {
+        let refusal =
+            |v: serde_json::Value| -> super::RpcError { serde_json::from_value(v).unwrap() };
+        assert!(refusal(
+            serde_json::json!({"code": -32022, "message": "Unsupported protocol version",
+            "data": {"supported": ["2026-07-28"], "requested": "x"}})
+        )
+        .offers_stateless());
+        // Another version offered, no data, or another error: no.
+        assert!(!refusal(
+            serde_json::json!({"code": -32022, "data": {"supported": ["2099-01-01"]}})
+        )
+        .offers_stateless());
+        assert!(!refusal(serde_json::json!({"code": -32022})).offers_stateless());
+        assert!(!refusal(
+            serde_json::json!({"code": -32601, "data": {"supported": ["2026-07-28"]}})
+        )
+        .offers_stateless());
+    }
+
     use std::collections::VecDeque;
     use std::time::Duration;
 
@@ -728,10 +780,7 @@ mod tests {
     }
 
     fn refused(code: i64, message: &str) -> Result<Reply, ListError> {
-        Ok(Err(RpcError {
-            code,
-            message: message.to_owned(),
-        }))
+        Ok(Err(RpcError::new(code, message.to_owned())))
     }
 
     fn timed_out(stage: &'static str) -> Result<Reply, ListError> {
@@ -833,10 +882,7 @@ mod tests {
                 ("server/discover", timed_out("server/discover")),
                 ("initialize", refused(-32022, ERA)),
             ],
-            Some(Err(RpcError {
-                code: -32601,
-                message: "Method not found".into(),
-            })),
+            Some(Err(RpcError::new(-32601, "Method not found".into()))),
         )
         .await;
         assert!(era.unwrap_err().contains("-32022"));
