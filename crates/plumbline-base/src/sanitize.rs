@@ -83,6 +83,17 @@ pub fn for_terminal(s: &str, keep_newlines: bool) -> String {
     out
 }
 
+/// At most `max` characters of `bytes`, lossily decoded and sanitised.
+pub fn excerpt(bytes: &[u8], max: usize) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max * 4)]);
+    let cut: String = text.chars().take(max).collect();
+    let mut out = for_terminal(&cut, false);
+    if cut.len() < text.len() || bytes.len() > max * 4 {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
 

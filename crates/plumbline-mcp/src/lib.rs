@@ -30,7 +30,7 @@ pub use environment::{
     is_valid_name as is_valid_env_name, DEFAULT_INHERITED,
 };
 pub use error::{Ended, ListError};
-pub use http::{HttpClient, HttpSpec};
+pub use http::{Auth, HttpClient, HttpSpec};
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
 pub use session::Session;
@@ -46,6 +46,10 @@ pub mod wire {
     pub use crate::sse::{Event as SseEvent, Parser as SseParser};
     pub use crate::stdio::{command, ProcessGroup};
 }
+
+/// The authorization flow (OAuth 2.1) that HTTP sessions answer refusals
+/// with ([`HttpSpec::auth`]).
+pub use plumbline_auth as auth;
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]

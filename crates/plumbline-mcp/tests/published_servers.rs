@@ -220,6 +220,7 @@ async fn streamable_http_listing_keeps_the_bytes_the_server_sent() {
     let spec = ServerSpec::Http(HttpSpec {
         url: format!("http://127.0.0.1:{}/mcp", server.port),
         headers: vec![("Authorization".into(), "Bearer not-a-secret".into())],
+        auth: None,
     });
     assert_listing_matches_capture(spec, &capture).await;
 }
@@ -231,6 +232,7 @@ async fn legacy_sse_listing_keeps_the_bytes_the_server_sent() {
     let spec = ServerSpec::Sse(HttpSpec {
         url: format!("http://127.0.0.1:{}/sse", server.port),
         headers: Vec::new(),
+        auth: None,
     });
     assert_listing_matches_capture(spec, &capture).await;
 }
@@ -259,6 +261,7 @@ async fn a_refused_connection_is_a_clear_error() {
     let spec = ServerSpec::Http(HttpSpec {
         url: format!("http://127.0.0.1:{port}/mcp"),
         headers: Vec::new(),
+        auth: None,
     });
     let err = list_tools(&spec, &Limits::default()).await.unwrap_err();
     assert!(err.to_string().contains("Connection refused"), "{err}");

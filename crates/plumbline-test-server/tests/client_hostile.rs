@@ -260,6 +260,7 @@ impl HttpServer {
         ServerSpec::Http(HttpSpec {
             url: self.url.clone(),
             headers: Vec::new(),
+            auth: None,
         })
     }
 }

@@ -107,6 +107,7 @@ async fn http_hears_a_change(name: &str, era: Era, extra: &[&str]) {
     let spec = ServerSpec::Http(HttpSpec {
         url: server.url.clone(),
         headers: Vec::new(),
+        auth: None,
     });
     let mut session = Session::open(&spec, &limits()).await.expect("open");
     hears_a_change(&mut session, era, async || {
@@ -151,6 +152,7 @@ async fn a_server_that_goes_away_ends_the_wait_with_an_error() {
     let spec = ServerSpec::Http(HttpSpec {
         url: server.url.clone(),
         headers: Vec::new(),
+        auth: None,
     });
     let mut session = Session::open(&spec, &limits()).await.expect("open");
     session.list().await.expect("listing");
@@ -187,6 +189,7 @@ async fn a_get_stream_the_server_ends_is_resumed_and_a_change_meanwhile_is_heard
     let spec = ServerSpec::Http(HttpSpec {
         url: server.url.clone(),
         headers: Vec::new(),
+        auth: None,
     });
     let http = plumbline_mcp::HttpClient::new(&limits()).expect("client");
     let mut session = Session::open_with(&spec, &limits(), &http)

@@ -189,6 +189,7 @@ pub(super) fn parse_entry(
                 ServerConfig::Http {
                     url,
                     headers,
+                    oauth: None,
                     normalize: Default::default(),
                 }
             } else {

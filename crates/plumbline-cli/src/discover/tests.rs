@@ -119,6 +119,7 @@ fn claude_code_user_local_and_project_scopes() {
         ServerConfig::Http {
             url: "https://mcp.sentry.dev/mcp".into(),
             headers: map(&[("Authorization", "${PLUMBLINE_SENTRY_AUTHORIZATION}")]),
+            oauth: None,
             normalize: Default::default(),
         }
     );
@@ -193,6 +194,7 @@ fn cursor_user_and_project_files() {
         ServerConfig::Http {
             url: "http://localhost:8000/mcp".into(),
             headers: map(&[("X-Api-Key", "${DOCS_API_KEY}")]),
+            oauth: None,
             normalize: Default::default(),
         }
     );
@@ -249,6 +251,7 @@ fn vscode_workspace_mcp_json_and_user_settings() {
         ServerConfig::Http {
             url: "https://api.githubcopilot.com/mcp/".into(),
             headers: map(&[("Authorization", "Bearer ${GITHUB_TOKEN}")]),
+            oauth: None,
             normalize: Default::default(),
         }
     );
@@ -274,6 +277,7 @@ fn vscode_settings_json_with_comments_and_trailing_commas() {
             // `//` inside a string is not a comment.
             url: "https://mcp.atlassian.com/v1/mcp".into(),
             headers: map(&[("Authorization", "${PLUMBLINE_ATLASSIAN_AUTHORIZATION}")]),
+            oauth: None,
             normalize: Default::default(),
         }
     );
@@ -317,6 +321,7 @@ fn windsurf_server_url_and_disabled() {
         ServerConfig::Http {
             url: "https://mcp.figma.com/mcp".into(),
             headers: map(&[("Authorization", "Bearer ${FIGMA_TOKEN}")]),
+            oauth: None,
             normalize: Default::default(),
         }
     );
@@ -437,6 +442,7 @@ fn secret_variable_names_are_uppercase_and_unique() {
         config: ServerConfig::Http {
             url: format!("https://{name}.example/mcp"),
             headers: map(&[(key, "literal")]),
+            oauth: None,
             normalize: Default::default(),
         },
         review: Review {

@@ -39,6 +39,7 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
     let spec = ServerSpec::Http(HttpSpec {
         url: url.to_owned(),
         headers: Vec::new(),
+        auth: None,
     });
     let limits = Limits::default();
     let mut session = Session::open(&spec, &limits)

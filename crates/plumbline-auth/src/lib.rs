@@ -1,0 +1,25 @@
+//! The MCP authorization flow, client side (2025-11-25 and 2026-07-28):
+//! when a remote server refuses a request (401, or 403
+//! `insufficient_scope`), discover its protected resource metadata and
+//! authorization server, register as a client, obtain a token, and retry.
+//!
+//! Discovery and registration are written here; the grants (authorization
+//! code with PKCE S256, refresh, client credentials) go through the
+//! `oauth2` crate. Every request of the flow uses a client that never
+//! follows a redirect, reads at most [`http::MAX_BODY`] bytes and gives up
+//! after a deadline. No token, code or secret is ever in an error.
+//!
+//! How a person takes part is [`UserAgent`]: this first version has no
+//! browser; `FollowRedirect` (tests: an authorization server that
+//! redirects at once, like the conformance suite's) and `None` (a person
+//! must log in: [`AuthError::LoginRequired`]).
+
+mod challenge;
+mod error;
+mod flow;
+pub mod http;
+pub mod metadata;
+
+pub use challenge::{parse as parse_challenge, split_scopes, Challenge};
+pub use error::AuthError;
+pub use flow::{Authorizer, Grant, Settings, UserAgent};
