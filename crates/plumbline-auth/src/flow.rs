@@ -45,6 +45,9 @@ pub struct Settings {
     /// A pre-registered client (and its secret, for a confidential one).
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
+    /// A private key the client proves itself with instead of a secret
+    /// (a JWT assertion: `private_key_jwt`).
+    pub client_assertion_key: Option<std::sync::Arc<crate::jwt::AssertionKey>>,
     /// An HTTPS URL where this client's metadata document is hosted
     /// (Client ID Metadata Documents), used where the authorization server
     /// supports them.
@@ -65,6 +68,7 @@ impl std::fmt::Debug for Settings {
                 "client_secret",
                 &self.client_secret.as_ref().map(|_| "[redacted]"),
             )
+            .field("client_assertion_key", &self.client_assertion_key)
             .field("client_metadata_url", &self.client_metadata_url)
             .field("scopes", &self.scopes)
             .field("grant", &self.grant)
@@ -90,6 +94,8 @@ enum Method {
     Basic,
     Post,
     None,
+    /// A JWT signed with the client's key (RFC 7523).
+    PrivateKeyJwt,
 }
 
 #[derive(Clone)]
@@ -313,6 +319,7 @@ impl Authorizer {
         let offers = |m: &str| methods.is_some_and(|ms| ms.iter().any(|x| x == m));
         if let Some(id) = &self.settings.client_id {
             let method = match &self.settings.client_secret {
+                None if self.settings.client_assertion_key.is_some() => Method::PrivateKeyJwt,
                 None => Method::None,
                 // RFC 8414: without the list, client_secret_basic.
                 Some(_) if methods.is_none() || offers("client_secret_basic") => Method::Basic,
@@ -467,10 +474,16 @@ impl Authorizer {
             }
         };
         let code = self.read_redirect(&redirected, state.secret(), server)?;
-        let response = client
+        let mut exchange = client
             .exchange_code(AuthorizationCode::new(code))
             .set_pkce_verifier(verifier)
-            .add_extra_param("resource", resource.to_owned())
+            .add_extra_param("resource", resource.to_owned());
+        if let Some(jwt) = self.assertion(registration, server)? {
+            exchange = exchange
+                .add_extra_param("client_assertion_type", crate::jwt::ASSERTION_TYPE)
+                .add_extra_param("client_assertion", jwt);
+        }
+        let response = exchange
             .request_async(&self.http)
             .await
             .map_err(token_error)?;
@@ -544,6 +557,11 @@ impl Authorizer {
         let mut request = client
             .exchange_client_credentials()
             .add_extra_param("resource", resource.to_owned());
+        if let Some(jwt) = self.assertion(&registration, server)? {
+            request = request
+                .add_extra_param("client_assertion_type", crate::jwt::ASSERTION_TYPE)
+                .add_extra_param("client_assertion", jwt);
+        }
         if !scopes.is_empty() {
             request = request.add_scope(Scope::new(scopes.join(" ")));
         }
@@ -552,6 +570,21 @@ impl Authorizer {
             .await
             .map_err(token_error)?;
         Ok(tokens(&response, scopes))
+    }
+
+    /// A fresh client assertion where the client authenticates with its
+    /// key; addressed to the authorization server's issuer.
+    fn assertion(
+        &self,
+        r: &Registration,
+        server: &ServerMetadata,
+    ) -> Result<Option<String>, AuthError> {
+        match (r.method, &self.settings.client_assertion_key) {
+            (Method::PrivateKeyJwt, Some(key)) => {
+                key.assertion(&r.client_id, &server.issuer).map(Some)
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Renews the access token with the refresh token (rotated when the
@@ -569,11 +602,15 @@ impl Authorizer {
         };
         let client = self.code_client(&server, &registration)?;
         let refresh = RefreshToken::new(old.clone());
-        let result = client
+        let mut request = client
             .exchange_refresh_token(&refresh)
-            .add_extra_param("resource", resource)
-            .request_async(&self.http)
-            .await;
+            .add_extra_param("resource", resource);
+        if let Some(jwt) = self.assertion(&registration, &server)? {
+            request = request
+                .add_extra_param("client_assertion_type", crate::jwt::ASSERTION_TYPE)
+                .add_extra_param("client_assertion", jwt);
+        }
+        let result = request.request_async(&self.http).await;
         match result {
             Ok(response) => {
                 let scopes = st

@@ -18,8 +18,10 @@ mod challenge;
 mod error;
 mod flow;
 pub mod http;
+mod jwt;
 pub mod metadata;
 
 pub use challenge::{parse as parse_challenge, split_scopes, Challenge};
 pub use error::AuthError;
 pub use flow::{Authorizer, Grant, Settings, UserAgent};
+pub use jwt::AssertionKey;

@@ -392,6 +392,11 @@ pub struct OAuthConfig {
     /// into the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// Instead of a secret: a PKCS#8 PEM private key (P-256 or RSA) that
+    /// signs a JWT client assertion (`private_key_jwt`); a file only its
+    /// owner can read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_file: Option<PathBuf>,
     /// An HTTPS URL where Plumbline's client metadata document is hosted
     /// (docs/configuration.md says what to host), used where the
     /// authorization server reads such documents.
@@ -405,6 +410,29 @@ pub struct OAuthConfig {
     /// `client_secret`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<String>,
+}
+
+/// The key of `oauth.private_key_file`: a file no one but its owner can
+/// read (as ssh requires of its keys), at most 64 KiB.
+fn private_key(path: &Path) -> Result<plumbline_mcp::auth::AssertionKey> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .with_context(|| format!("oauth.private_key_file {}", path.display()))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            bail!(
+                "oauth.private_key_file {} can be read by others (mode {:o}): chmod 600 it",
+                path.display(),
+                mode & 0o777
+            );
+        }
+    }
+    let pem = read_file(path, 64 << 10)?;
+    plumbline_mcp::auth::AssertionKey::from_pem(&pem)
+        .map_err(|e| anyhow::anyhow!("oauth.private_key_file {}: {e}", path.display()))
 }
 
 /// The environment variable that makes the authorization flow follow the
@@ -436,10 +464,18 @@ impl OAuthConfig {
                 "oauth.grant: {other:?} is neither \"authorization_code\" nor \"client_credentials\""
             ),
         };
+        let client_assertion_key = match &self.private_key_file {
+            None => None,
+            Some(path) => Some(std::sync::Arc::new(private_key(path)?)),
+        };
+        if client_secret.is_some() && client_assertion_key.is_some() {
+            bail!("oauth: give client_secret or private_key_file, not both");
+        }
         if grant == Grant::ClientCredentials
-            && (self.client_id.is_none() || client_secret.is_none())
+            && (self.client_id.is_none()
+                || (client_secret.is_none() && client_assertion_key.is_none()))
         {
-            bail!("oauth.grant = \"client_credentials\" needs client_id and client_secret");
+            bail!("oauth.grant = \"client_credentials\" needs client_id, and client_secret or private_key_file");
         }
         if let Some(url) = &self.client_metadata_url {
             if !url.starts_with("https://") {
@@ -449,6 +485,7 @@ impl OAuthConfig {
         Ok(Settings {
             client_id: self.client_id.clone(),
             client_secret,
+            client_assertion_key,
             client_metadata_url: self.client_metadata_url.clone(),
             scopes: self.scopes.clone(),
             grant,
@@ -991,6 +1028,38 @@ mod tests {
             "[servers.r]\ntransport = \"http\"\nurl = \"x\"\n[servers.r.oauth]\nunknown = 1"
         )
         .is_err());
+        // A private key file others can read is refused before it is read;
+        // one that is not a key is refused without showing it.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::tempdir().unwrap();
+            let key = dir.path().join("key.pem");
+            std::fs::write(
+                &key,
+                "-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n",
+            )
+            .unwrap();
+            let with_key = parse(&format!(
+                "client_id = \"id\"\ngrant = \"client_credentials\"\nprivate_key_file = {:?}",
+                key.display().to_string()
+            ));
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let e = format!(
+                "{:#}",
+                with_key.servers["r"].spec_known(&lookup).unwrap_err()
+            );
+            assert!(e.contains("chmod 600"), "{e}");
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let e = format!(
+                "{:#}",
+                with_key.servers["r"].spec_known(&lookup).unwrap_err()
+            );
+            assert!(
+                e.contains("neither a P-256") && !e.contains("c2VjcmV0"),
+                "{e}"
+            );
+        }
         // Without a table, a server with its own Authorization header is
         // not authorized by the flow; one without is.
         let c: Config = toml::from_str(
