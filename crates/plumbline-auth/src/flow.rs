@@ -23,6 +23,10 @@ pub enum UserAgent {
     /// [`AuthError::LoginRequired`].
     #[default]
     None,
+    /// A person at this machine: the authorization URL is opened in a
+    /// browser (`PLUMBLINE_BROWSER`, else `xdg-open` or `open`) and
+    /// printed, and the redirect is received on a loopback port.
+    Browser,
     /// For tests only: the authorization request is sent as a GET and the
     /// redirect the authorization server answers with at once (no login
     /// page) is read as the browser would have delivered it.
@@ -58,6 +62,13 @@ pub struct Settings {
     pub user_agent: UserAgent,
     /// The redirect URI registered and sent (a loopback URI).
     pub redirect_uri: Option<String>,
+    /// Where tokens are kept between runs, and the server's URL (the
+    /// key there). Without a file, tokens live as long as the process.
+    pub token_file: Option<crate::tokens::TokenFile>,
+    pub server: String,
+    /// What a person runs to log in (`plumbline login NAME`), for
+    /// messages.
+    pub login_hint: Option<String>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -87,6 +98,13 @@ const MAX_AUTHORIZATIONS: u32 = 3;
 
 /// Renew an access token this long before it expires.
 const RENEW_BEFORE: Duration = Duration::from_secs(60);
+
+/// Where the authorization server sends the person back: the URI, and
+/// for a browser the loopback listener that receives it.
+struct Redirect<'a> {
+    uri: &'a str,
+    listener: Option<tokio::net::TcpListener>,
+}
 
 /// How this client authenticates at the token endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +140,8 @@ struct State {
     tokens: Option<Tokens>,
     /// Authorizations since a request was last accepted.
     in_a_row: u32,
+    /// Whether the token file was read.
+    loaded: bool,
 }
 
 /// One server's authorization: its registration and tokens, kept between
@@ -159,6 +179,7 @@ impl Authorizer {
     /// refresh token first when it expires within a minute.
     pub async fn bearer(&self) -> Option<String> {
         let mut st = self.state.lock().await;
+        self.load(&mut st);
         let due = st.tokens.as_ref().is_some_and(|t| {
             t.expires_at
                 .is_some_and(|at| at <= Instant::now() + RENEW_BEFORE)
@@ -200,6 +221,7 @@ impl Authorizer {
             )));
         }
         let mut st = self.state.lock().await;
+        self.load(&mut st);
         if st.in_a_row >= MAX_AUTHORIZATIONS {
             return Err(AuthError::TooManyAttempts(st.in_a_row));
         }
@@ -246,21 +268,144 @@ impl Authorizer {
                     .await?
             }
             Grant::AuthorizationCode => {
+                // Nobody to authorize: say so before registering a client
+                // that would never be used.
+                if self.settings.user_agent == UserAgent::None {
+                    return Err(self.login_required(&as_metadata));
+                }
+                let (listener, redirect) = match self.settings.user_agent {
+                    UserAgent::Browser => {
+                        let listener =
+                            tokio::net::TcpListener::bind("127.0.0.1:0")
+                                .await
+                                .map_err(|e| {
+                                    AuthError::Http(format!(
+                                        "a loopback port for the redirect: {e}"
+                                    ))
+                                })?;
+                        let port = listener
+                            .local_addr()
+                            .map_err(|e| AuthError::Http(e.to_string()))?
+                            .port();
+                        (Some(listener), format!("http://127.0.0.1:{port}/callback"))
+                    }
+                    _ => (None, self.redirect_uri().to_owned()),
+                };
                 let registration = match &st.registration {
                     Some(r) => r.clone(),
                     None => {
-                        let r = self.register(&as_metadata).await?;
+                        let r = self.register(&as_metadata, &redirect).await?;
                         st.registration = Some(r.clone());
                         r
                     }
                 };
-                self.authorization_code(&as_metadata, &registration, &resource.resource, &scopes)
-                    .await?
+                let way = Redirect {
+                    uri: &redirect,
+                    listener,
+                };
+                self.authorization_code(
+                    &as_metadata,
+                    &registration,
+                    &resource.resource,
+                    &scopes,
+                    way,
+                )
+                .await?
             }
         };
         let access = tokens.access.clone();
         st.tokens = Some(tokens);
+        self.save(&st)?;
         Ok(access)
+    }
+
+    /// Reads what the token file keeps for this server, once. A file that
+    /// cannot be used counts as empty (a new authorization then replaces
+    /// the entry); a file others can read is never used.
+    fn load(&self, st: &mut State) {
+        if st.loaded {
+            return;
+        }
+        st.loaded = true;
+        let Some(file) = &self.settings.token_file else {
+            return;
+        };
+        let Ok(Some(k)) = file.get(&self.settings.server) else {
+            return;
+        };
+        let method = match k.method.as_str() {
+            "client_secret_basic" => Method::Basic,
+            "client_secret_post" => Method::Post,
+            "private_key_jwt" => Method::PrivateKeyJwt,
+            _ => Method::None,
+        };
+        let now_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        st.issuer = Some(k.issuer);
+        st.resource = Some(k.resource);
+        st.registration = Some(Registration {
+            client_id: k.client_id,
+            client_secret: k.client_secret,
+            method,
+        });
+        st.tokens = Some(Tokens {
+            access: k.access_token,
+            refresh: k.refresh_token,
+            expires_at: k
+                .expires_at
+                .map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))),
+            scopes: k.scopes,
+        });
+    }
+
+    /// Writes this server's registration and tokens to the token file
+    /// (or removes its entry when there are no tokens).
+    fn save(&self, st: &State) -> Result<(), AuthError> {
+        let Some(file) = &self.settings.token_file else {
+            return Ok(());
+        };
+        let kept = match (&st.issuer, &st.registration, &st.tokens, &st.resource) {
+            (Some(issuer), Some(r), Some(t), Some(resource)) => Some(crate::tokens::Kept {
+                issuer: issuer.clone(),
+                client_id: r.client_id.clone(),
+                client_secret: r.client_secret.clone(),
+                method: match r.method {
+                    Method::Basic => "client_secret_basic",
+                    Method::Post => "client_secret_post",
+                    Method::None => "none",
+                    Method::PrivateKeyJwt => "private_key_jwt",
+                }
+                .to_owned(),
+                access_token: t.access.clone(),
+                refresh_token: t.refresh.clone(),
+                expires_at: t.expires_at.map(|at| {
+                    let left = at.saturating_duration_since(Instant::now()).as_secs();
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs())
+                        + left
+                }),
+                scopes: t.scopes.clone(),
+                resource: resource.clone(),
+            }),
+            _ => None,
+        };
+        file.put(&self.settings.server, kept).map(|_| ())
+    }
+
+    /// Forgets this server's tokens and registration, here and in the
+    /// token file: whether there were any.
+    pub async fn forget(&self) -> Result<bool, AuthError> {
+        let mut st = self.state.lock().await;
+        *st = State {
+            loaded: true,
+            ..State::default()
+        };
+        match &self.settings.token_file {
+            Some(file) => file.put(&self.settings.server, None),
+            None => Ok(false),
+        }
     }
 
     /// The scopes to ask for: the configured ones; else the challenge's;
@@ -314,7 +459,23 @@ impl Authorizer {
     /// This client at `server`: pre-registered (configured), else a
     /// Client ID Metadata Document where it is supported, else dynamic
     /// registration (RFC 7591).
-    async fn register(&self, server: &ServerMetadata) -> Result<Registration, AuthError> {
+    fn login_required(&self, server: &ServerMetadata) -> AuthError {
+        AuthError::LoginRequired(format!(
+            "{} asks a person to authorize{}",
+            shown_url(&server.issuer),
+            self.settings
+                .login_hint
+                .as_ref()
+                .map(|h| format!(": run `{h}`"))
+                .unwrap_or_default()
+        ))
+    }
+
+    async fn register(
+        &self,
+        server: &ServerMetadata,
+        redirect: &str,
+    ) -> Result<Registration, AuthError> {
         let methods = server.token_endpoint_auth_methods_supported.as_deref();
         let offers = |m: &str| methods.is_some_and(|ms| ms.iter().any(|x| x == m));
         if let Some(id) = &self.settings.client_id {
@@ -361,7 +522,7 @@ impl Authorizer {
         };
         let body = json!({
             "client_name": "Plumbline",
-            "redirect_uris": [self.redirect_uri()],
+            "redirect_uris": [redirect],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": wanted,
@@ -417,6 +578,7 @@ impl Authorizer {
         &self,
         server: &ServerMetadata,
         r: &Registration,
+        redirect: &str,
     ) -> Result<CodeClient, AuthError> {
         let auth = server.authorization_endpoint.as_deref().ok_or_else(|| {
             AuthError::Discovery(format!(
@@ -427,7 +589,7 @@ impl Authorizer {
         let auth = AuthUrl::new(auth.to_owned()).map_err(|e| {
             AuthError::Discovery(format!("authorization endpoint {}: {e}", shown_url(auth)))
         })?;
-        let redirect = RedirectUrl::new(self.redirect_uri().to_owned())
+        let redirect = RedirectUrl::new(redirect.to_owned())
             .map_err(|e| AuthError::Configuration(format!("redirect URI: {e}")))?;
         let client = BasicClient::new(ClientId::new(r.client_id.clone()))
             .set_auth_uri(auth)
@@ -442,8 +604,9 @@ impl Authorizer {
         registration: &Registration,
         resource: &str,
         scopes: &[String],
+        way: Redirect<'_>,
     ) -> Result<Tokens, AuthError> {
-        let client = self.code_client(server, registration)?;
+        let client = self.code_client(server, registration, way.uri)?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let mut request = client
             .authorize_url(CsrfToken::new_random)
@@ -453,14 +616,11 @@ impl Authorizer {
             request = request.add_scope(Scope::new(scopes.join(" ")));
         }
         let (url, state) = request.url();
-        let redirected = match self.settings.user_agent {
-            UserAgent::None => {
-                return Err(AuthError::LoginRequired(format!(
-                    "{} asks a person to authorize",
-                    shown_url(&server.issuer)
-                )))
+        let redirected = match (self.settings.user_agent, way.listener) {
+            (UserAgent::Browser, Some(listener)) => {
+                crate::browser::authorize_in_browser(listener, url.as_str()).await?
             }
-            UserAgent::FollowRedirect => {
+            (UserAgent::FollowRedirect, _) => {
                 let answer = self.http.get(url.as_str()).await?;
                 match answer.location {
                     Some(l) if (300..400).contains(&answer.status) => l,
@@ -472,8 +632,9 @@ impl Authorizer {
                     }
                 }
             }
+            _ => return Err(self.login_required(server)),
         };
-        let code = self.read_redirect(&redirected, state.secret(), server)?;
+        let code = self.read_redirect(&redirected, state.secret(), server, way.uri)?;
         let mut exchange = client
             .exchange_code(AuthorizationCode::new(code))
             .set_pkce_verifier(verifier)
@@ -498,8 +659,9 @@ impl Authorizer {
         redirected: &str,
         state: &str,
         server: &ServerMetadata,
+        redirect: &str,
     ) -> Result<String, AuthError> {
-        let base = Url::parse(self.redirect_uri())
+        let base = Url::parse(redirect)
             .map_err(|e| AuthError::Configuration(format!("redirect URI: {e}")))?;
         let url = base
             .join(redirected)
@@ -548,7 +710,7 @@ impl Authorizer {
         resource: &str,
         scopes: &[String],
     ) -> Result<Tokens, AuthError> {
-        let registration = self.register(server).await?;
+        let registration = self.register(server, self.redirect_uri()).await?;
         let client: TokenClient = with_secret(
             BasicClient::new(ClientId::new(registration.client_id.clone()))
                 .set_token_uri(Self::token_endpoint(server)?),
@@ -590,6 +752,12 @@ impl Authorizer {
     /// Renews the access token with the refresh token (rotated when the
     /// server sends a new one); drops the tokens when the server refuses.
     async fn refresh(&self, st: &mut State) -> Result<(), AuthError> {
+        // Tokens read from the file come without the server's metadata.
+        if st.server.is_none() {
+            if let Some(issuer) = st.issuer.clone() {
+                st.server = Some(metadata::server_metadata(&self.http, &issuer).await?);
+            }
+        }
         let (Some(server), Some(registration), Some(resource)) = (
             st.server.clone(),
             st.registration.clone(),
@@ -600,7 +768,7 @@ impl Authorizer {
         let Some(old) = st.tokens.as_ref().and_then(|t| t.refresh.clone()) else {
             return Err(AuthError::LoginRequired("no refresh token".to_owned()));
         };
-        let client = self.code_client(&server, &registration)?;
+        let client = self.code_client(&server, &registration, self.redirect_uri())?;
         let refresh = RefreshToken::new(old.clone());
         let mut request = client
             .exchange_refresh_token(&refresh)
@@ -623,10 +791,13 @@ impl Authorizer {
                     renewed.refresh = Some(old);
                 }
                 st.tokens = Some(renewed);
-                Ok(())
+                self.save(st)
             }
             Err(e) => {
                 st.tokens = None;
+                // A refused refresh token is gone for good: the file must
+                // not offer it again.
+                let _ = self.save(st);
                 Err(token_error(e))
             }
         }
@@ -729,7 +900,8 @@ mod tests {
             a.read_redirect(
                 &at("code=c&state=s&iss=http%3A%2F%2Flocalhost%3A9"),
                 "s",
-                &s
+                &s,
+                DEFAULT_REDIRECT
             )
             .unwrap(),
             "c"
@@ -743,16 +915,22 @@ mod tests {
             "code=c&state=t&iss=http%3A%2F%2Flocalhost%3A9",
             "error=access_denied&state=s&iss=http%3A%2F%2Flocalhost%3A9",
         ] {
-            assert!(a.read_redirect(&at(q), "s", &s).is_err(), "{q}");
+            assert!(
+                a.read_redirect(&at(q), "s", &s, DEFAULT_REDIRECT).is_err(),
+                "{q}"
+            );
         }
         // Not advertised: none is fine, a wrong one is not.
         let s = server(None, None);
-        assert!(a.read_redirect(&at("code=c&state=s"), "s", &s).is_ok());
+        assert!(a
+            .read_redirect(&at("code=c&state=s"), "s", &s, DEFAULT_REDIRECT)
+            .is_ok());
         assert!(a
             .read_redirect(
                 &at("code=c&state=s&iss=https%3A%2F%2Fevil.example.com"),
                 "s",
-                &s
+                &s,
+                DEFAULT_REDIRECT
             )
             .is_err());
     }

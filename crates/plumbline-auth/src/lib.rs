@@ -14,12 +14,14 @@
 //! redirects at once, like the conformance suite's) and `None` (a person
 //! must log in: [`AuthError::LoginRequired`]).
 
+mod browser;
 mod challenge;
 mod error;
 mod flow;
 pub mod http;
 mod jwt;
 pub mod metadata;
+pub mod tokens;
 
 pub use challenge::{parse as parse_challenge, split_scopes, Challenge};
 pub use error::AuthError;

@@ -34,6 +34,18 @@ pub enum Command {
     /// could not be observed (the others are still observed, stored and
     /// reported).
     Observe(ObserveArgs),
+    /// Authorize Plumbline at a server behind OAuth and keep its tokens.
+    ///
+    /// Opens a browser (or prints the URL) with a redirect to a loopback
+    /// port, then lists the server's tools to check the token. The tokens
+    /// are kept in a file only you can read (PLUMBLINE_TOKENS, else
+    /// ~/.config/plumbline/tokens.json) for observe, watch, check and
+    /// guard, which renew them.
+    ///
+    /// Exit status: 0 when logged in; 2 when not.
+    Login(LoginArgs),
+    /// Forget the tokens and client registration kept for a server.
+    Logout(LoginArgs),
     /// The timeline of observations, newest first.
     Log(LogArgs),
     /// The drift between two observations of a server (by default the two
@@ -224,6 +236,15 @@ pub struct ConfigArg {
         default_value = "plumbline.toml"
     )]
     pub path: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server, by its name in plumbline.toml.
+    #[arg(value_name = "SERVER")]
+    pub server: String,
+    #[command(flatten)]
+    pub config: ConfigArg,
 }
 
 #[derive(Debug, Args)]

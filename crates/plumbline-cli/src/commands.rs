@@ -728,3 +728,73 @@ fn changed_lines(before: &str, after: &str) -> Vec<String> {
     out.extend(b[head..b.len() - tail].iter().map(|l| format!("+ {l}")));
     out
 }
+
+/// `plumbline login SERVER` (`log_in`) and `plumbline logout SERVER`.
+pub fn login(args: &crate::cli::LoginArgs, log_in: bool) -> Result<Outcome> {
+    let config = Config::load(&args.config.path)?;
+    let name = &args.server;
+    let Some(server) = config.servers.get(name) else {
+        bail!("no server named {name} in {}", args.config.path.display());
+    };
+    // A person is here: the flow may open a browser for this server.
+    let lookup = |n: &str| {
+        if n == plumbline_config::LOGIN {
+            Some("1".to_owned())
+        } else {
+            std::env::var(n).ok()
+        }
+    };
+    let (spec, known) = server.spec_known(&lookup)?;
+    let plumbline_mcp::ServerSpec::Http(http) = &spec else {
+        bail!("{name} is not a Streamable HTTP server: it has nothing to log in to");
+    };
+    let Some(auth) = http.auth.clone() else {
+        bail!("{name} sends its own Authorization header and has no [servers.{name}.oauth] table: nothing to log in to");
+    };
+    let runtime = runtime()?;
+    if !log_in {
+        let had = runtime
+            .block_on(auth.0.forget())
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        println!(
+            "{}",
+            if had {
+                format!("Forgot the tokens kept for {name}.")
+            } else {
+                format!("No tokens were kept for {name}.")
+            }
+        );
+        return Ok(Outcome::Clean);
+    }
+    // A new authorization, not the tokens of an earlier one; a person has
+    // minutes, not seconds, to authorize.
+    runtime
+        .block_on(auth.0.forget())
+        .map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+    let patient = std::time::Duration::from_secs(600);
+    let limits = plumbline_mcp::Limits {
+        connect_timeout: patient,
+        initialize_timeout: patient,
+        list_timeout: patient,
+        discover_timeout: patient,
+        ..plumbline_mcp::Limits::default()
+    };
+    match runtime.block_on(plumbline_mcp::list_tools(&spec, &limits)) {
+        Ok(listing) => {
+            println!(
+                "Logged in to {name}: it lists {} tools. Its tokens are kept in {} (readable only by you).",
+                listing.tools.len(),
+                plumbline_mcp::auth::tokens::TokenFile::default_location(&|n| std::env::var(n).ok())
+                    .map_or_else(|| "memory only".to_owned(), |f| f.path().display().to_string())
+            );
+            Ok(Outcome::Clean)
+        }
+        Err(e) => {
+            eprintln!(
+                "{name}: not logged in: {}",
+                plumbline_config::redact_for(&known, &e.to_string())
+            );
+            Ok(Outcome::InputError)
+        }
+    }
+}

@@ -52,6 +52,8 @@ fn main() -> ExitCode {
         Command::Rules(args) => render::rules(&args).map(|()| exit::Outcome::Clean),
         Command::Explain(args) => render::explain(&args).map(|()| exit::Outcome::Clean),
         Command::Observe(args) => commands::observe(&args),
+        Command::Login(args) => commands::login(&args, true),
+        Command::Logout(args) => commands::login(&args, false),
         Command::Log(args) => commands::log(&args),
         Command::Diff(args) => commands::diff(&args),
         Command::Show(args) => commands::show(&args),

@@ -212,3 +212,57 @@ fn requirements_2025_11_25() {
 fn requirements_2026_07_28() {
     requirement_set("2026-07-28", 25);
 }
+
+/// A person's way in: `plumbline login` opens a "browser" (curl, which
+/// follows the authorization server's redirect to Plumbline's loopback
+/// port), keeps the tokens in a file only its owner can read, and
+/// `plumbline observe` then uses them without authorizing again.
+#[test]
+fn login_keeps_tokens_that_observe_uses() {
+    let dir = std::env::temp_dir().join(format!("plumbline-login-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for scenario in ["auth/metadata-default", "auth/token-endpoint-auth-basic"] {
+        let tokens = dir.join(format!("{}.json", scenario.replace('/', "-")));
+        let out_dir = dir.join(scenario.replace('/', "-"));
+        let out = client_command(SUITE_2026)
+            .args(["--scenario", scenario, "--spec-version", "2026-07-28", "-o"])
+            .arg(&out_dir)
+            .env("OBSERVE_CLIENT_LOGIN", "1")
+            .env("PLUMBLINE_TOKENS", &tokens)
+            .output()
+            .expect("the conformance suite runs");
+        let log = log_of(&out);
+        let checks = checks_under(&out_dir);
+        assert!(!checks.is_empty(), "{scenario}:\n{log}");
+        for check in &checks {
+            if check["status"] != "INFO" {
+                assert_eq!(check["status"], "SUCCESS", "{scenario}: {check:#}\n{log}");
+            }
+        }
+        // One authorization: observe used the kept token.
+        let authorizations = checks
+            .iter()
+            .filter(|c| c["id"] == "authorization-request")
+            .count();
+        assert_eq!(authorizations, 1, "{scenario}:\n{log}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{scenario}");
+        }
+        let kept: Value = serde_json::from_slice(&std::fs::read(&tokens).unwrap()).unwrap();
+        let token = kept["servers"]
+            .as_object()
+            .and_then(|s| s.values().next())
+            .and_then(|e| e["access_token"].as_str())
+            .unwrap_or_else(|| panic!("{kept:#}"))
+            .to_owned();
+        assert!(
+            !log.contains(&token),
+            "{scenario}: the token is in the output"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -441,6 +441,10 @@ fn private_key(path: &Path) -> Result<plumbline_mcp::auth::AssertionKey> {
 /// conformance suite's), never for real servers.
 pub const FOLLOW_REDIRECT_FOR_TESTS: &str = "PLUMBLINE_TEST_OAUTH_FOLLOW_REDIRECT";
 
+/// Set (to `1`) by `plumbline login` for the server it logs in to: a
+/// person is at this machine, and the flow opens a browser.
+pub const LOGIN: &str = "PLUMBLINE_OAUTH_LOGIN";
+
 impl OAuthConfig {
     /// The flow's settings, `${NAME}` in the secret expanded (and known,
     /// so that no message shows it).
@@ -947,6 +951,12 @@ impl ServerConfig {
                         if lookup(FOLLOW_REDIRECT_FOR_TESTS).as_deref() == Some("1") {
                             settings.user_agent = plumbline_mcp::auth::UserAgent::FollowRedirect;
                         }
+                        if lookup(LOGIN).as_deref() == Some("1") {
+                            settings.user_agent = plumbline_mcp::auth::UserAgent::Browser;
+                        }
+                        settings.server = http.url.clone();
+                        settings.token_file =
+                            plumbline_mcp::auth::tokens::TokenFile::default_location(lookup);
                         let authorizer = plumbline_mcp::auth::Authorizer::new(
                             settings,
                             std::time::Duration::from_secs(10),
