@@ -225,11 +225,13 @@ fn login_keeps_tokens_that_observe_uses() {
     for scenario in ["auth/metadata-default", "auth/token-endpoint-auth-basic"] {
         let tokens = dir.join(format!("{}.json", scenario.replace('/', "-")));
         let out_dir = dir.join(scenario.replace('/', "-"));
+        let store = dir.join(format!("{}.db", scenario.replace('/', "-")));
         let out = client_command(SUITE_2026)
             .args(["--scenario", scenario, "--spec-version", "2026-07-28", "-o"])
             .arg(&out_dir)
             .env("OBSERVE_CLIENT_LOGIN", "1")
             .env("PLUMBLINE_TOKENS", &tokens)
+            .env("OBSERVE_CLIENT_STORE", &store)
             .output()
             .expect("the conformance suite runs");
         let log = log_of(&out);
@@ -263,6 +265,84 @@ fn login_keeps_tokens_that_observe_uses() {
             !log.contains(&token),
             "{scenario}: the token is in the output"
         );
+        // Nor in the store, its write-ahead log, or what the client
+        // printed; nor the client's secret.
+        let mut secrets = vec![token];
+        secrets.extend(
+            kept["servers"]
+                .as_object()
+                .and_then(|s| s.values().next())
+                .and_then(|e| e["client_secret"].as_str())
+                .map(str::to_owned),
+        );
+        let mut files = vec![store.clone(), store.with_extension("db-wal")];
+        // (checks.json is the suite's own record of the exchange, tokens
+        // included; stdout.txt and stderr.txt are what the client printed.)
+        files.extend(walk(&out_dir).into_iter().filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n == "stdout.txt" || n == "stderr.txt")
+        }));
+        assert!(store.exists(), "{scenario}: no store");
+        assert!(
+            files.len() >= 3,
+            "{scenario}: the client's output is missing: {files:?}"
+        );
+        for file in files.iter().filter(|f| f.exists()) {
+            let bytes = std::fs::read(file).unwrap();
+            for secret in &secrets {
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{scenario}: a secret is in {}",
+                    file.display()
+                );
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With no token kept and nobody to authorize, `observe` registers no
+/// client, sends no authorization request, and fails the server (exit 2)
+/// saying who must log in and how.
+#[test]
+fn without_a_person_observe_names_the_login_to_run() {
+    let out_dir = std::env::temp_dir().join(format!("plumbline-nobody-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = client_command(SUITE_2026)
+        .args(["--scenario", "auth/metadata-default", "-o"])
+        .arg(&out_dir)
+        .env("OBSERVE_CLIENT_NOBODY", "1")
+        .output()
+        .expect("the conformance suite runs");
+    let log = log_of(&out);
+    let checks = checks_under(&out_dir);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(log.contains("code 2"), "{log}");
+    assert!(log.contains("run `plumbline login conformance`"), "{log}");
+    for id in [
+        "client-registration",
+        "authorization-request",
+        "token-request",
+    ] {
+        assert!(
+            checks
+                .iter()
+                .all(|c| c["id"] != id || c["status"] != "SUCCESS"),
+            "{id} happened:\n{log}"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }

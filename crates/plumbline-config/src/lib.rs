@@ -896,6 +896,16 @@ impl ServerConfig {
         &self,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(ServerSpec, Known)> {
+        self.spec_known_as(None, lookup)
+    }
+
+    /// [`ServerConfig::spec_known`] for the server configured as `name`:
+    /// a message that a person must log in names `plumbline login NAME`.
+    pub fn spec_known_as(
+        &self,
+        name: Option<&str>,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(ServerSpec, Known)> {
         let mut known = Known::default();
         let pairs = |m: &BTreeMap<String, String>,
                      what: &str,
@@ -955,6 +965,7 @@ impl ServerConfig {
                             settings.user_agent = plumbline_mcp::auth::UserAgent::Browser;
                         }
                         settings.server = http.url.clone();
+                        settings.login_hint = name.map(|n| format!("plumbline login {n}"));
                         settings.token_file =
                             plumbline_mcp::auth::tokens::TokenFile::default_location(lookup);
                         let authorizer = plumbline_mcp::auth::Authorizer::new(
@@ -979,6 +990,11 @@ impl ServerConfig {
     /// [`ServerConfig::spec_known`] from the process environment.
     pub fn spec_known_from_env(&self) -> Result<(ServerSpec, Known)> {
         self.spec_known(&env_lookup)
+    }
+
+    /// [`ServerConfig::spec_known_as`] from the process environment.
+    pub fn spec_known_from_env_as(&self, name: &str) -> Result<(ServerSpec, Known)> {
+        self.spec_known_as(Some(name), &env_lookup)
     }
 }
 

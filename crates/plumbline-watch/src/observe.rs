@@ -96,19 +96,20 @@ pub async fn collect_with(
             let _listed = InFlight::enter(&listing, &server);
             let identity = config.identity();
             let started_at_ms = now_ms();
-            let (result, normalize) = match (config.spec_known_from_env(), config.normalizer()) {
-                (Ok((spec, known)), Ok(normalize)) => (
-                    list(&spec, &limits)
-                        .await
-                        .map(|mut l| {
-                            plumbline_config::redact_listing(&known, &mut l);
-                            l
-                        })
-                        .map_err(|e| plumbline_config::redact_for(&known, &e)),
-                    normalize.map(Arc::new),
-                ),
-                (Err(e), _) | (_, Err(e)) => (Err(format!("{e:#}")), None),
-            };
+            let (result, normalize) =
+                match (config.spec_known_from_env_as(&server), config.normalizer()) {
+                    (Ok((spec, known)), Ok(normalize)) => (
+                        list(&spec, &limits)
+                            .await
+                            .map(|mut l| {
+                                plumbline_config::redact_listing(&known, &mut l);
+                                l
+                            })
+                            .map_err(|e| plumbline_config::redact_for(&known, &e)),
+                        normalize.map(Arc::new),
+                    ),
+                    (Err(e), _) | (_, Err(e)) => (Err(format!("{e:#}")), None),
+                };
             Collected {
                 server,
                 identity,

@@ -208,7 +208,7 @@ async fn connect_and_list(
 ) -> (Collected, Option<Session>, Known) {
     let _permit = ctx.gate.acquire().await;
     let started_at_ms = now_ms();
-    let (result, session, known) = match server.spec_known_from_env() {
+    let (result, session, known) = match server.spec_known_from_env_as(name) {
         Err(e) => (Err(format!("{e:#}")), None, Known::default()),
         Ok((spec, known)) => {
             // An error may quote what was expanded (a URL, a server's
