@@ -14,6 +14,7 @@
 
 mod hostile;
 mod net;
+mod oauth;
 mod phases;
 mod splice;
 mod well_behaved;
@@ -74,6 +75,16 @@ struct Cli {
     #[arg(long, value_name = "MS")]
     start_delay_ms: Option<u64>,
 
+    /// HTTP only: require an OAuth access token at /mcp, issued by an
+    /// authorization server on the same port whose access tokens expire
+    /// after SECS and whose refresh tokens rotate (src/oauth.rs).
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "http",
+        conflicts_with = "hostile"
+    )]
+    oauth_token_lifetime: Option<u64>,
     /// Misbehave in one scripted way instead of serving rmcp.
     #[arg(long, value_name = "KIND")]
     hostile: Option<hostile::Kind>,
@@ -158,6 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         legacy_only: cli.legacy_only,
         stateless: cli.stateless,
         ping_before_list_changed: cli.ping_before_list_changed,
+        oauth_token_lifetime: cli.oauth_token_lifetime.map(std::time::Duration::from_secs),
     };
     well_behaved::run(options, transport, terminated).await
 }

@@ -63,6 +63,8 @@ pub struct Options {
     pub legacy_only: bool,
     pub stateless: bool,
     pub ping_before_list_changed: bool,
+    /// Behind OAuth, with access tokens that live this long.
+    pub oauth_token_lifetime: Option<Duration>,
 }
 
 /// State shared by every session (one over stdio, many over HTTP).
@@ -335,7 +337,16 @@ pub async fn run(
     tokio::spawn(advance_on_sigusr1(shared.clone(), usr1));
     match transport {
         Transport::Stdio => serve_stdio(shared, terminated).await,
-        Transport::Http(addr) => serve_http(shared, addr, options.stateless, terminated).await,
+        Transport::Http(addr) => {
+            serve_http(
+                shared,
+                addr,
+                options.stateless,
+                options.oauth_token_lifetime,
+                terminated,
+            )
+            .await
+        }
     }
 }
 
@@ -511,9 +522,14 @@ async fn serve_http(
     shared: Arc<Shared>,
     addr: std::net::SocketAddr,
     stateless: bool,
+    oauth_token_lifetime: Option<Duration>,
     mut terminated: net::Terminated,
 ) -> anyhow::Result<()> {
     let listener = net::bind_and_announce(addr).await?;
+    let oauth = oauth_token_lifetime.map(|lifetime| {
+        let base = format!("http://{}", listener.local_addr().expect("a bound address"));
+        crate::oauth::OAuth::new(base, lifetime)
+    });
     let shutdown = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(!stateless)
@@ -531,8 +547,16 @@ async fn serve_http(
     let phases = shared.phases.clone();
     let closing = shared.closing.clone();
     let resumes = Arc::new(Resumes::default());
+    let mcp = Router::new().nest_service("/mcp", service);
+    let mcp = match &oauth {
+        Some(o) => mcp.layer(axum::middleware::from_fn({
+            let o = o.clone();
+            move |request, next| o.clone().guard(request, next)
+        })),
+        None => mcp,
+    };
     let router = Router::new()
-        .nest_service("/mcp", service)
+        .merge(mcp)
         .layer(axum::middleware::map_response(move |response| {
             splice::splice_response(phases.clone(), response)
         }))
@@ -560,6 +584,10 @@ async fn serve_http(
             "/control/resumptions",
             axum::routing::get(move || async move { Json(resumes.report()) }),
         );
+    let router = match &oauth {
+        Some(o) => router.merge(o.routes()),
+        None => router,
+    };
     let server = tokio::spawn(
         axum::serve(listener, router)
             .with_graceful_shutdown(shutdown.clone().cancelled_owned())

@@ -103,6 +103,16 @@ impl HttpServer {
         serde_json::from_str(&self.control("GET", "resumptions")).expect("JSON")
     }
 
+    /// What the server's authorization server did (`--oauth-token-lifetime`).
+    pub fn oauth_counts(&self) -> serde_json::Value {
+        serde_json::from_str(&self.control("GET", "oauth")).expect("JSON")
+    }
+
+    /// Revokes every token the server's authorization server issued.
+    pub fn revoke_tokens(&self) {
+        self.control("POST", "oauth/revoke");
+    }
+
     fn control(&self, method: &str, path: &str) -> String {
         let url = self.url.replace("/mcp", &format!("/control/{path}"));
         let (status, body) = http(method, &url).expect("the test server answers");

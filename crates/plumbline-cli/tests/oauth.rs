@@ -1,0 +1,94 @@
+//! Tokens over time, against the test server behind OAuth
+//! (`plumbline-test-server --oauth-token-lifetime`, its own authorization
+//! server on the same loopback port): a person logs in once, an access
+//! token that expired is renewed with the refresh token (no second
+//! authorization), and a revoked refresh token makes `observe` fail the
+//! server (exit 2) saying who must log in.
+
+mod common;
+
+use common::{plumbline_env, text, HttpServer};
+
+#[test]
+fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("plumbline.toml"),
+        format!(
+            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let tokens = dir.path().join("config/tokens.json");
+    let tokens_text = tokens.display().to_string();
+    let env = [
+        ("PLUMBLINE_TOKENS", tokens_text.as_str()),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ];
+    let store = dir.path().join("p.db").display().to_string();
+    let observe = || plumbline_env(dir.path(), &["observe", "--store", &store], &env);
+
+    // Nobody has logged in: exit 2, the login to run named, nothing asked.
+    let out = observe();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("plumbline login tickets"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(server.oauth_counts()["authorizations"], 0);
+
+    let out = plumbline_env(dir.path(), &["login", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(server.oauth_counts()["authorizations"], 1);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    // The access token (1 s) has expired on the server's clock; the
+    // refresh token renews it, and no one is asked again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let refreshes = server.oauth_counts()["refreshes"].as_u64().unwrap();
+    let out = observe();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let counts = server.oauth_counts();
+    assert_eq!(counts["authorizations"], 1, "{counts}");
+    assert!(
+        counts["refreshes"].as_u64().unwrap() > refreshes,
+        "{counts}"
+    );
+
+    // Revoked: the refresh token is refused, the server is failed, and
+    // the message says who must log in; the file keeps no dead token.
+    server.revoke_tokens();
+    let out = observe();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("plumbline login tickets"),
+        "{}",
+        text(&out)
+    );
+    let counts = server.oauth_counts();
+    assert_eq!(counts["authorizations"], 1, "{counts}");
+    assert!(
+        counts["refused_refreshes"].as_u64().unwrap() >= 1,
+        "{counts}"
+    );
+    let kept = std::fs::read_to_string(&tokens).unwrap();
+    assert!(!kept.contains("access-"), "{kept}");
+
+    // Logged in again, it works; logged out, the entry is gone.
+    let out = plumbline_env(dir.path(), &["login", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(observe().status.code(), Some(0));
+    let out = plumbline_env(dir.path(), &["logout", "tickets"], &env);
+    assert!(text(&out).contains("Forgot"), "{}", text(&out));
+    assert!(!std::fs::read_to_string(&tokens)
+        .unwrap()
+        .contains(&server.url));
+}
