@@ -31,13 +31,7 @@ fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     let observe = || plumbline_env(dir.path(), &["observe", "--store", &store], &env);
 
     // Nobody has logged in: exit 2, the login to run named, nothing asked.
-    let out = observe();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("plumbline login tickets"),
-        "{}",
-        text(&out)
-    );
+    asks_for_a_login(observe());
     assert_eq!(server.oauth_counts()["authorizations"], 0);
 
     let out = plumbline_env(dir.path(), &["login", "tickets"], &env);
@@ -66,13 +60,7 @@ fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     // Revoked: the refresh token is refused, the server is failed, and
     // the message says who must log in; the file keeps no dead token.
     server.revoke_tokens();
-    let out = observe();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(
-        text(&out).contains("plumbline login tickets"),
-        "{}",
-        text(&out)
-    );
+    asks_for_a_login(observe());
     let counts = server.oauth_counts();
     assert_eq!(counts["authorizations"], 1, "{counts}");
     assert!(
@@ -91,4 +79,14 @@ fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     assert!(!std::fs::read_to_string(&tokens)
         .unwrap()
         .contains(&server.url));
+}
+
+/// `observe` failed the server (exit 2), naming the login to run.
+fn asks_for_a_login(out: std::process::Output) {
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("plumbline login tickets"),
+        "{}",
+        text(&out)
+    );
 }
