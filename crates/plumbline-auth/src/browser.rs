@@ -15,12 +15,17 @@ const WAIT: Duration = Duration::from_secs(300);
 /// The most bytes of a request line and headers read from the browser.
 const MAX_REQUEST: usize = 16 << 10;
 
-/// Opens `url` and waits on `listener` for the redirect to `/callback`:
-/// its path and query.
-pub async fn authorize_in_browser(listener: TcpListener, url: &str) -> Result<String, AuthError> {
+/// Opens `url` and waits on `listener` for the redirect to `/callback`
+/// that carries `state`: its path and query. Anything else that reaches
+/// the port (another path, another state) is answered and ignored.
+pub async fn authorize_in_browser(
+    listener: TcpListener,
+    url: &str,
+    state: &str,
+) -> Result<String, AuthError> {
     eprintln!("Open this URL in a browser to authorize Plumbline:\n\n  {url}\n");
     open(url);
-    tokio::time::timeout(WAIT, receive(listener))
+    tokio::time::timeout(WAIT, receive(listener, state))
         .await
         .map_err(|_| {
             AuthError::Authorization(format!(
@@ -57,7 +62,16 @@ fn open(url: &str) {
     }
 }
 
-async fn receive(listener: TcpListener) -> Result<String, AuthError> {
+/// Whether `target` (a request's path and query) is the redirect: the
+/// path `/callback` exactly, and our `state`.
+fn is_the_redirect(target: &str, state: &str) -> bool {
+    let Ok(url) = url::Url::parse(&format!("http://127.0.0.1{target}")) else {
+        return false;
+    };
+    url.path() == "/callback" && url.query_pairs().any(|(k, v)| k == "state" && v == state)
+}
+
+async fn receive(listener: TcpListener, state: &str) -> Result<String, AuthError> {
     loop {
         let (mut socket, _) = listener
             .accept()
@@ -87,7 +101,7 @@ async fn receive(listener: TcpListener) -> Result<String, AuthError> {
             .and_then(|l| l.split(' ').next())
             .unwrap_or("")
             .to_owned();
-        if !target.starts_with("/callback") {
+        if !target.starts_with('/') || !is_the_redirect(&target, state) {
             let _ = socket
                 .write_all(
                     b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -102,5 +116,20 @@ async fn receive(listener: TcpListener) -> Result<String, AuthError> {
         );
         let _ = socket.write_all(answer.as_bytes()).await;
         return Ok(target);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_our_callback_with_our_state_is_the_redirect() {
+        let ok = |t: &str| super::is_the_redirect(t, "s1");
+        assert!(ok("/callback?code=c&state=s1"));
+        assert!(ok("/callback?state=s1&code=c&iss=x"));
+        assert!(!ok("/callback?code=c&state=s2"));
+        assert!(!ok("/callbackx?code=c&state=s1"));
+        assert!(!ok("/callback/x?state=s1"));
+        assert!(!ok("/favicon.ico"));
+        assert!(!ok("/callback?code=c"));
     }
 }

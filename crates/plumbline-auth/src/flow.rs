@@ -58,6 +58,10 @@ pub struct Settings {
     pub client_metadata_url: Option<String>,
     /// Scopes to ask for instead of those discovered.
     pub scopes: Option<Vec<String>>,
+    /// The authorization server the configured client belongs to: a
+    /// configured secret (or assertion) goes to no other, whatever the
+    /// server's resource metadata names.
+    pub issuer: Option<String>,
     pub grant: Grant,
     pub user_agent: UserAgent,
     /// The redirect URI registered and sent (a loopback URI).
@@ -95,6 +99,9 @@ const DEFAULT_REDIRECT: &str = "http://127.0.0.1/callback";
 /// Authorizations in a row without a request accepted: past this, the
 /// server is refusing every token, and asking again would loop.
 const MAX_AUTHORIZATIONS: u32 = 3;
+
+/// The longest an access token is taken to live.
+const MAX_LIFETIME: Duration = Duration::from_secs(366 * 86_400);
 
 /// Renew an access token this long before it expires.
 const RENEW_BEFORE: Duration = Duration::from_secs(60);
@@ -184,10 +191,13 @@ impl Authorizer {
             t.expires_at
                 .is_some_and(|at| at <= Instant::now() + RENEW_BEFORE)
         });
-        if due && self.refresh(&mut st).await.is_err() {
-            // Expired and not renewable: send nothing and let the server's
-            // refusal start a new authorization.
-            st.tokens = None;
+        if due {
+            // Refused: send nothing and let the server's refusal start a
+            // new authorization. Not renewed for now (an outage): the old
+            // token is still tried; the server says whether it expired.
+            if let Err(AuthError::LoginRequired(_)) = self.refresh(&mut st).await {
+                st.tokens = None;
+            }
         }
         st.tokens.as_ref().map(|t| t.access.clone())
     }
@@ -225,8 +235,10 @@ impl Authorizer {
         if st.in_a_row >= MAX_AUTHORIZATIONS {
             return Err(AuthError::TooManyAttempts(st.in_a_row));
         }
-        // An expired token is renewed without a person.
-        if !step_up && st.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
+        // An expired token is renewed without a person; but a token just
+        // renewed and refused again means the server wants another
+        // authorization (it may have moved): discovery instead.
+        if !step_up && st.in_a_row == 0 && st.tokens.as_ref().is_some_and(|t| t.refresh.is_some()) {
             st.in_a_row += 1;
             if self.refresh(&mut st).await.is_ok() {
                 if let Some(t) = &st.tokens {
@@ -245,6 +257,15 @@ impl Authorizer {
             metadata::resource_metadata(&self.http, server, challenge.resource_metadata.as_deref())
                 .await?;
         let issuer = resource.authorization_servers[0].clone();
+        if let Some(pinned) = &self.settings.issuer {
+            if *pinned != issuer {
+                return Err(AuthError::Discovery(format!(
+                    "the server names the authorization server {}, not the configured {}: refused",
+                    shown_url(&issuer),
+                    shown_url(pinned)
+                )));
+            }
+        }
         if st.issuer.as_deref() != Some(issuer.as_str()) {
             // Another authorization server: nothing of the old one's
             // (its client id, its tokens) goes to the new one.
@@ -339,24 +360,37 @@ impl Authorizer {
             "private_key_jwt" => Method::PrivateKeyJwt,
             _ => Method::None,
         };
-        let now_unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        st.issuer = Some(k.issuer);
-        st.resource = Some(k.resource);
-        st.registration = Some(Registration {
-            client_id: k.client_id,
-            client_secret: k.client_secret,
-            method,
-        });
-        st.tokens = Some(Tokens {
-            access: k.access_token,
-            refresh: k.refresh_token,
-            expires_at: k
-                .expires_at
-                .map(|at| Instant::now() + Duration::from_secs(at.saturating_sub(now_unix))),
-            scopes: k.scopes,
-        });
+        st.issuer = Some(k.issuer.clone());
+        st.resource = Some(k.resource.clone());
+        // A configured client is the configuration's (its secret as the
+        // environment has it now); a registered one is the file's.
+        st.registration = if self.settings.client_id.is_some() {
+            None
+        } else {
+            Some(Registration {
+                client_id: k.client_id.clone(),
+                client_secret: k.client_secret.clone(),
+                method,
+            })
+        };
+        st.tokens = Some(kept_tokens(k));
+    }
+
+    /// Takes the file's tokens for this server when another process has
+    /// renewed them since they were read (same authorization server,
+    /// another access token).
+    fn adopt_newer(&self, st: &mut State) {
+        let Some(file) = &self.settings.token_file else {
+            return;
+        };
+        let Ok(Some(k)) = file.get(&self.settings.server) else {
+            return;
+        };
+        let ours = st.tokens.as_ref().map(|t| t.access.as_str());
+        if st.issuer.as_deref() == Some(k.issuer.as_str()) && ours != Some(k.access_token.as_str())
+        {
+            st.tokens = Some(kept_tokens(k));
+        }
     }
 
     /// Writes this server's registration and tokens to the token file
@@ -369,7 +403,12 @@ impl Authorizer {
             (Some(issuer), Some(r), Some(t), Some(resource)) => Some(crate::tokens::Kept {
                 issuer: issuer.clone(),
                 client_id: r.client_id.clone(),
-                client_secret: r.client_secret.clone(),
+                // A configured secret stays in the environment, never here.
+                client_secret: if self.settings.client_id.is_some() {
+                    None
+                } else {
+                    r.client_secret.clone()
+                },
                 method: match r.method {
                     Method::Basic => "client_secret_basic",
                     Method::Post => "client_secret_post",
@@ -618,7 +657,7 @@ impl Authorizer {
         let (url, state) = request.url();
         let redirected = match (self.settings.user_agent, way.listener) {
             (UserAgent::Browser, Some(listener)) => {
-                crate::browser::authorize_in_browser(listener, url.as_str()).await?
+                crate::browser::authorize_in_browser(listener, url.as_str(), state.secret()).await?
             }
             (UserAgent::FollowRedirect, _) => {
                 let answer = self.http.get(url.as_str()).await?;
@@ -758,6 +797,12 @@ impl Authorizer {
                 st.server = Some(metadata::server_metadata(&self.http, &issuer).await?);
             }
         }
+        // A configured client is taken from the configuration (no request).
+        if st.registration.is_none() && self.settings.client_id.is_some() {
+            if let Some(server) = &st.server {
+                st.registration = Some(self.register(server, self.redirect_uri()).await?);
+            }
+        }
         let (Some(server), Some(registration), Some(resource)) = (
             st.server.clone(),
             st.registration.clone(),
@@ -765,6 +810,18 @@ impl Authorizer {
         ) else {
             return Err(AuthError::LoginRequired("nothing to renew".to_owned()));
         };
+        // Another process (a cron `observe` beside a `watch`) may have
+        // renewed these tokens since they were read: its newer ones win,
+        // and a refresh token it spent is not offered again.
+        self.adopt_newer(st);
+        if st
+            .tokens
+            .as_ref()
+            .and_then(|t| t.expires_at)
+            .is_some_and(|at| at > Instant::now() + RENEW_BEFORE)
+        {
+            return Ok(());
+        }
         let Some(old) = st.tokens.as_ref().and_then(|t| t.refresh.clone()) else {
             return Err(AuthError::LoginRequired("no refresh token".to_owned()));
         };
@@ -791,16 +848,43 @@ impl Authorizer {
                     renewed.refresh = Some(old);
                 }
                 st.tokens = Some(renewed);
+                // Kept in memory even if the file cannot be written: the
+                // old refresh token is spent.
                 self.save(st)
             }
             Err(e) => {
-                st.tokens = None;
-                // A refused refresh token is gone for good: the file must
-                // not offer it again.
-                let _ = self.save(st);
-                Err(token_error(e))
+                let e = token_error(e);
+                // Only a refusal of the grant ends the refresh token (an
+                // outage, a timeout, an unreadable answer do not); the
+                // file forgets it only if it still holds that one.
+                if matches!(e, AuthError::LoginRequired(_)) {
+                    st.tokens = None;
+                    if let Some(file) = &self.settings.token_file {
+                        let _ = file.update(&self.settings.server, |kept| {
+                            kept.filter(|k| k.refresh_token.as_deref() != Some(old.as_str()))
+                                .cloned()
+                        });
+                    }
+                }
+                Err(e)
             }
         }
+    }
+}
+
+/// The tokens of a token file entry, its expiry moved to this process's
+/// clock (at most a year ahead).
+fn kept_tokens(k: crate::tokens::Kept) -> Tokens {
+    let now_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    Tokens {
+        access: k.access_token,
+        refresh: k.refresh_token,
+        expires_at: k.expires_at.map(|at| {
+            Instant::now() + Duration::from_secs(at.saturating_sub(now_unix)).min(MAX_LIFETIME)
+        }),
+        scopes: k.scopes,
     }
 }
 
@@ -830,7 +914,10 @@ fn tokens(response: &oauth2::basic::BasicTokenResponse, asked: &[String]) -> Tok
     Tokens {
         access: response.access_token().secret().clone(),
         refresh: response.refresh_token().map(|r| r.secret().clone()),
-        expires_at: response.expires_in().map(|d| Instant::now() + d),
+        // At most a year: a hostile `expires_in` must not overflow.
+        expires_at: response
+            .expires_in()
+            .map(|d| Instant::now() + d.min(MAX_LIFETIME)),
         scopes: response
             .scopes()
             .map(|s| s.iter().map(|s| s.to_string()).collect())

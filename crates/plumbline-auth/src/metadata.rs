@@ -110,6 +110,37 @@ pub fn resource_matches(resource: &str, server: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// Whether the flow may use `url`: HTTPS, or plain HTTP to this machine
+/// (a loopback address or `localhost`). Tokens, codes and secrets never
+/// travel in clear text off the machine.
+pub fn secure(url: &str) -> bool {
+    let Ok(u) = Url::parse(url) else {
+        return false;
+    };
+    match u.scheme() {
+        "https" => true,
+        "http" => match u.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+/// Refuses a URL the flow may not use ([`secure`]).
+pub fn must_be_secure(url: &str, what: &str) -> Result<(), AuthError> {
+    if secure(url) {
+        Ok(())
+    } else {
+        Err(AuthError::Discovery(format!(
+            "{what} {} is neither HTTPS nor on this machine: refused",
+            shown_url(url)
+        )))
+    }
+}
+
 /// Reads a JSON document: `Ok(None)` when the URL answers 404 (or another
 /// 4xx: nothing there), an error for anything else that is not 200 JSON.
 async fn document<T: serde::de::DeserializeOwned>(
@@ -117,6 +148,7 @@ async fn document<T: serde::de::DeserializeOwned>(
     url: &str,
     what: &str,
 ) -> Result<Option<T>, AuthError> {
+    must_be_secure(url, what)?;
     let answer = http.get(url).await?;
     match answer.status {
         200 => serde_json::from_slice(&answer.body).map(Some).map_err(|e| {
@@ -209,6 +241,15 @@ pub async fn server_metadata(http: &Http, issuer: &str) -> Result<ServerMetadata
                 shown_url(issuer)
             )));
         }
+        for (endpoint, what) in [
+            (&found.authorization_endpoint, "the authorization endpoint"),
+            (&found.token_endpoint, "the token endpoint"),
+            (&found.registration_endpoint, "the registration endpoint"),
+        ] {
+            if let Some(url) = endpoint {
+                must_be_secure(url, what)?;
+            }
+        }
         return Ok(found);
     }
     Err(AuthError::Discovery(format!(
@@ -224,6 +265,19 @@ pub async fn server_metadata(http: &Http, issuer: &str) -> Result<ServerMetadata
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_https_or_this_machine_is_used() {
+        assert!(secure("https://as.example/token"));
+        assert!(secure("http://localhost:3000/x"));
+        assert!(secure("http://127.0.0.1:9/x"));
+        assert!(secure("http://[::1]:9/x"));
+        assert!(!secure("http://as.example/token"));
+        assert!(!secure("http://10.0.0.1/x"));
+        assert!(!secure("file:///etc/passwd"));
+        assert!(!secure("javascript:alert(1)"));
+        assert!(!secure("not a url"));
+    }
 
     #[test]
     fn resource_metadata_is_looked_for_at_the_path_then_the_root() {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::AuthError;
 
 /// What is kept for one server.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Kept {
     pub issuer: String,
     pub client_id: String,
@@ -37,7 +37,20 @@ pub struct Kept {
     pub resource: String,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("method", &self.method)
+            .field("expires_at", &self.expires_at)
+            .field("scopes", &self.scopes)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
 struct File {
     #[serde(default)]
     servers: BTreeMap<String, Kept>,
@@ -109,24 +122,48 @@ impl TokenFile {
     /// Keeps `kept` for `server` (or forgets it, with `None`); returns
     /// whether something was there before.
     pub fn put(&self, server: &str, kept: Option<Kept>) -> Result<bool, AuthError> {
+        self.update(server, |_| kept)
+    }
+
+    /// Replaces what is kept for `server` with what `change` makes of it,
+    /// read, changed and written under a lock (one process and another:
+    /// servers observed at once share the file); returns whether
+    /// something was there before. A file that cannot be read (others
+    /// could read it, or it is not JSON) is replaced, with mode 0600.
+    pub fn update(
+        &self,
+        server: &str,
+        change: impl FnOnce(Option<&Kept>) -> Option<Kept>,
+    ) -> Result<bool, AuthError> {
         let fail = |what: String| {
             AuthError::Configuration(format!("token file {}: {what}", self.path.display()))
         };
-        let mut file = self.read()?;
-        let had = match kept {
-            Some(k) => file.servers.insert(server.to_owned(), k).is_some(),
-            None => file.servers.remove(server).is_some(),
-        };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         create_private_dir(dir).map_err(|e| fail(e.to_string()))?;
+        let _held = self.lock().map_err(|e| fail(format!("locking: {e}")))?;
+        let mut file = self.read().unwrap_or_default();
+        let before = file.servers.get(server).cloned();
+        let had = before.is_some();
+        match change(before.as_ref()) {
+            Some(k) => {
+                file.servers.insert(server.to_owned(), k);
+            }
+            None => {
+                file.servers.remove(server);
+            }
+        }
         let text = serde_json::to_vec_pretty(&file).map_err(|e| fail(e.to_string()))?;
+        // A name of its own per write: writers of one process (servers
+        // observed at once) never share a temporary file.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let temp = dir.join(format!(
-            ".{}.{}.tmp",
+            ".{}.{}.{}.tmp",
             self.path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .unwrap_or("tokens"),
-            std::process::id()
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
@@ -135,7 +172,6 @@ impl TokenFile {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
-        let _ = std::fs::remove_file(&temp);
         let mut out = options.open(&temp).map_err(|e| fail(e.to_string()))?;
         out.write_all(&text)
             .and_then(|()| out.sync_all())
@@ -145,6 +181,25 @@ impl TokenFile {
             fail(e.to_string())
         })?;
         Ok(had)
+    }
+}
+
+impl TokenFile {
+    /// An exclusive lock on `PATH.lock` (created 0600), held while the
+    /// returned file is open.
+    fn lock(&self) -> std::io::Result<std::fs::File> {
+        let mut name = self.path.clone().into_os_string();
+        name.push(".lock");
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let file = options.open(PathBuf::from(name))?;
+        file.lock()?;
+        Ok(file)
     }
 }
 

@@ -405,6 +405,12 @@ pub struct OAuthConfig {
     /// Scopes to ask for instead of those the server names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
+    /// The authorization server (its issuer, exactly) the configured
+    /// client belongs to: its secret or key is never sent to another,
+    /// whatever the server names. Required with `client_secret` or
+    /// `private_key_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// `authorization_code` (a person authorizes; the default) or
     /// `client_credentials` (a machine, with `client_id` and
     /// `client_secret`).
@@ -475,6 +481,9 @@ impl OAuthConfig {
         if client_secret.is_some() && client_assertion_key.is_some() {
             bail!("oauth: give client_secret or private_key_file, not both");
         }
+        if (client_secret.is_some() || client_assertion_key.is_some()) && self.issuer.is_none() {
+            bail!("oauth: a client_secret or private_key_file needs issuer = \"…\", the authorization server it belongs to (a server must not be able to send it elsewhere)");
+        }
         if grant == Grant::ClientCredentials
             && (self.client_id.is_none()
                 || (client_secret.is_none() && client_assertion_key.is_none()))
@@ -492,6 +501,7 @@ impl OAuthConfig {
             client_assertion_key,
             client_metadata_url: self.client_metadata_url.clone(),
             scopes: self.scopes.clone(),
+            issuer: self.issuer.clone(),
             grant,
             ..Settings::default()
         })
@@ -1029,7 +1039,7 @@ mod tests {
         };
         let lookup = |n: &str| (n == "SECRET").then(|| "s3cret-value".to_owned());
         let c = parse(
-            "client_id = \"id\"\nclient_secret = \"${SECRET}\"\ngrant = \"client_credentials\"",
+            "client_id = \"id\"\nclient_secret = \"${SECRET}\"\ngrant = \"client_credentials\"\nissuer = \"https://as.example\"",
         );
         let (spec, known) = c.servers["r"].spec_known(&lookup).unwrap();
         match spec {
@@ -1045,6 +1055,7 @@ mod tests {
             "grant = \"password\"",
             "grant = \"client_credentials\"\nclient_id = \"id\"",
             "client_metadata_url = \"http://example.com/c.json\"",
+            "client_id = \"id\"\nclient_secret = \"${SECRET}\"",
         ] {
             let c = parse(bad);
             let e = c.servers["r"].spec_known(&lookup).unwrap_err();
@@ -1067,7 +1078,7 @@ mod tests {
             )
             .unwrap();
             let with_key = parse(&format!(
-                "client_id = \"id\"\ngrant = \"client_credentials\"\nprivate_key_file = {:?}",
+                "client_id = \"id\"\ngrant = \"client_credentials\"\nissuer = \"https://as.example\"\nprivate_key_file = {:?}",
                 key.display().to_string()
             ));
             std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();

@@ -651,7 +651,11 @@ impl Transport for HttpTransport {
         let mut authorizations = 0;
         let resp = loop {
             if let Some(auth) = self.auth.clone() {
-                if let Some(token) = auth.0.bearer().await {
+                // Renewing a token is part of the request: its deadline holds.
+                let token = timeout_at(deadline, auth.0.bearer())
+                    .await
+                    .map_err(|_| timeout_error("authorization", started, deadline))?;
+                if let Some(token) = token {
                     self.use_token(&token);
                 }
             }
