@@ -31,6 +31,17 @@ pub fn split_scopes(text: &str) -> Vec<String> {
     out
 }
 
+/// The `WWW-Authenticate` values of an answer, as text (what
+/// [`crate::Authorizer::refused`] reads).
+pub fn challenges_of(headers: &reqwest::header::HeaderMap) -> Vec<String> {
+    headers
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The Bearer challenge among the values of `WWW-Authenticate` headers,
 /// if there is one.
 pub fn parse<'a>(headers: impl IntoIterator<Item = &'a str>) -> Option<Challenge> {

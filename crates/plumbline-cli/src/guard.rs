@@ -363,10 +363,13 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         .server
         .as_ref()
         .and_then(|s| config.as_ref().and_then(|c| c.servers.get(s)));
-    let (upstream, headers) = match (&args.upstream, configured) {
-        (Some(url), _) => (url.clone(), Vec::new()),
-        (None, Some(c)) => match c.spec()? {
-            ServerSpec::Http(h) | ServerSpec::Sse(h) => (h.url, h.headers),
+    let (upstream, headers, upstream_auth) = match (&args.upstream, configured) {
+        (Some(url), _) => (url.clone(), Vec::new(), None),
+        (None, Some(c)) => match c
+            .spec_known_from_env_as(args.server.as_deref().unwrap_or_default())?
+            .0
+        {
+            ServerSpec::Http(h) | ServerSpec::Sse(h) => (h.url, h.headers, h.auth),
             ServerSpec::Stdio(_) => bail!(
                 "{:?} is a stdio server: run `plumbline guard --server NAME` without --listen",
                 args.server.as_deref().unwrap_or_default()
@@ -414,6 +417,7 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         server: server.clone(),
         upstream,
         upstream_headers: headers,
+        upstream_auth,
         policy: policy_of(args)?,
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{plumbline_env, text, HttpServer};
+use common::{plumbline_env, text, HttpGuard, HttpServer};
 
 #[test]
 fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
@@ -89,4 +89,81 @@ fn asks_for_a_login(out: std::process::Output) {
         "{}",
         text(&out)
     );
+}
+
+/// `guard --listen` in front of a server behind OAuth relays with the
+/// tokens `plumbline login` kept: the client needs none of its own.
+#[test]
+fn the_guard_relays_to_an_upstream_behind_oauth_with_the_kept_tokens() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let tokens = d.join("tokens.json").display().to_string();
+    let env = [
+        ("PLUMBLINE_TOKENS", tokens.as_str()),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ];
+    let out = plumbline_env(d, &["login", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = plumbline_env(d, &["pin", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let guard = HttpGuard::start_with_env(
+        d,
+        &[
+            "--server",
+            "tickets",
+            "--lock",
+            "plumbline.lock",
+            "--store",
+            "g.db",
+        ],
+        &env,
+    );
+    std::fs::write(
+        d.join("through.toml"),
+        format!(
+            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
+            guard.url
+        ),
+    )
+    .unwrap();
+    let out = plumbline_env(
+        d,
+        &[
+            "observe",
+            "--config",
+            "through.toml",
+            "--store",
+            "o.db",
+            "--format",
+            "json",
+        ],
+        &[(
+            "PLUMBLINE_TOKENS",
+            d.join("client-tokens.json").to_str().unwrap(),
+        )],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out),
+        guard.log.lock().unwrap()
+    );
+    let observed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        observed["servers"][0]["tools"].as_u64().unwrap() >= 1,
+        "{observed}"
+    );
+    // One authorization, by the person; the guard used what was kept.
+    assert_eq!(server.oauth_counts()["authorizations"], 1);
+    assert!(!d.join("client-tokens.json").exists());
 }

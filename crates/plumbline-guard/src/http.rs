@@ -43,6 +43,10 @@ pub struct Options {
     /// Sent upstream with every request (credentials from the
     /// configuration); the client's own `Authorization` never is.
     pub upstream_headers: Vec<(String, String)>,
+    /// The upstream's authorization (OAuth): its token goes with every
+    /// request, and a refusal (401, 403 `insufficient_scope`) is answered
+    /// with a new one and the request again.
+    pub upstream_auth: Option<plumbline_mcp::Auth>,
     pub policy: Policy,
     pub classifier: Classifier,
     pub limits: Limits,
@@ -411,6 +415,64 @@ fn upstream_headers(app: &App, headers: &HeaderMap) -> reqwest::header::HeaderMa
     out
 }
 
+/// Sends a request upstream with the upstream's token, if it has an
+/// authorization: a refusal for want of one is answered with a new token
+/// and the request again (three times at most); when no token can be had,
+/// the refusal is what the client gets, and stderr says why.
+async fn send_upstream(
+    app: &App,
+    method: reqwest::Method,
+    mut headers: reqwest::header::HeaderMap,
+    body: Bytes,
+) -> reqwest::Result<reqwest::Response> {
+    let mut authorizations = 0;
+    loop {
+        if let Some(auth) = &app.opts.upstream_auth {
+            if let Some(token) = auth.0.bearer().await {
+                if let Ok(mut value) =
+                    reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                {
+                    value.set_sensitive(true);
+                    headers.insert(reqwest::header::AUTHORIZATION, value);
+                }
+            }
+        }
+        let response = app
+            .client
+            .request(method.clone(), &app.opts.upstream)
+            .headers(headers.clone())
+            .body(body.clone())
+            .send()
+            .await?;
+        let Some(auth) = &app.opts.upstream_auth else {
+            return Ok(response);
+        };
+        let status = response.status();
+        if status.is_success() {
+            auth.0.accepted().await;
+            return Ok(response);
+        }
+        let refused =
+            status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN;
+        if !refused || authorizations == 3 {
+            return Ok(response);
+        }
+        authorizations += 1;
+        let challenges = plumbline_mcp::auth::challenges_of(response.headers());
+        if let Err(e) = auth
+            .0
+            .refused(&app.opts.upstream, status.as_u16(), &challenges)
+            .await
+        {
+            eprintln!(
+                "plumbline guard: {}: the upstream server needs authorization: {e}",
+                app.opts.server
+            );
+            return Ok(response);
+        }
+    }
+}
+
 async fn forward(
     app: &Arc<App>,
     method: Method,
@@ -424,13 +486,7 @@ async fn forward(
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     };
-    let sent = app
-        .client
-        .request(m, &app.opts.upstream)
-        .headers(upstream_headers(app, headers))
-        .body(body)
-        .send()
-        .await;
+    let sent = send_upstream(app, m, upstream_headers(app, headers), body).await;
     let upstream = match sent {
         Ok(r) => r,
         Err(e) => {
@@ -706,14 +762,14 @@ async fn list_upstream(
                 reqwest::header::HeaderValue::from_static("tools/list"),
             );
         }
-        let response = app
-            .client
-            .post(&app.opts.upstream)
-            .headers(h)
-            .body(request.to_string())
-            .send()
-            .await
-            .map_err(|e| format!("listing upstream: {}", plumbline_base::error_chain(&e)))?;
+        let response = send_upstream(
+            app,
+            reqwest::Method::POST,
+            h,
+            Bytes::from(request.to_string()),
+        )
+        .await
+        .map_err(|e| format!("listing upstream: {}", plumbline_base::error_chain(&e)))?;
         if !response.status().is_success() {
             return Err(format!(
                 "the server answered tools/list with HTTP {}",
@@ -971,6 +1027,7 @@ mod tests {
                 server: "s".into(),
                 upstream: "http://127.0.0.1:1/mcp".into(),
                 upstream_headers: Vec::new(),
+                upstream_auth: None,
                 policy: Policy::default(),
                 classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
                 limits: Limits::default(),

@@ -676,13 +676,7 @@ impl Transport for HttpTransport {
                 break resp;
             }
             authorizations += 1;
-            let challenges: Vec<String> = resp
-                .headers()
-                .get_all(reqwest::header::WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(str::to_owned)
-                .collect();
+            let challenges = plumbline_auth::challenges_of(resp.headers());
             drop(resp);
             let token = timeout_at(
                 deadline,

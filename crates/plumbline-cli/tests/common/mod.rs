@@ -287,9 +287,15 @@ pub struct HttpGuard {
 
 impl HttpGuard {
     pub fn start(dir: &Path, args: &[&str]) -> HttpGuard {
+        HttpGuard::start_with_env(dir, args, &[])
+    }
+
+    /// [`HttpGuard::start`] with `env` set for the guard.
+    pub fn start_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> HttpGuard {
         let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
             .args(["guard", "--listen", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(dir)
             .env_remove("PLUMBLINE_CONFIG")
             .env_remove("PLUMBLINE_STORE")
