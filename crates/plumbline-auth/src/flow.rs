@@ -64,8 +64,6 @@ pub struct Settings {
     pub issuer: Option<String>,
     pub grant: Grant,
     pub user_agent: UserAgent,
-    /// The redirect URI registered and sent (a loopback URI).
-    pub redirect_uri: Option<String>,
     /// Where tokens are kept between runs, and the server's URL (the
     /// key there). Without a file, tokens live as long as the process.
     pub token_file: Option<crate::tokens::TokenFile>,
@@ -488,11 +486,9 @@ impl Authorizer {
         scopes
     }
 
+    /// The redirect URI registered and sent where no browser takes part.
     fn redirect_uri(&self) -> &str {
-        self.settings
-            .redirect_uri
-            .as_deref()
-            .unwrap_or(DEFAULT_REDIRECT)
+        DEFAULT_REDIRECT
     }
 
     /// This client at `server`: pre-registered (configured), else a

@@ -23,7 +23,7 @@ mod jwt;
 pub mod metadata;
 pub mod tokens;
 
-pub use challenge::{challenges_of, parse as parse_challenge, split_scopes, Challenge};
+pub use challenge::{challenges_of, Challenge};
 pub use error::AuthError;
 pub use flow::{Authorizer, Grant, Settings, UserAgent};
 pub use jwt::AssertionKey;

@@ -76,20 +76,6 @@ pub enum ListErrorKind {
     },
 }
 
-impl ListErrorKind {
-    /// Whether a person must log in (`plumbline login SERVER`) before
-    /// this server can be listed again.
-    pub fn login_required(&self) -> bool {
-        matches!(
-            self,
-            ListErrorKind::Auth {
-                source: plumbline_auth::AuthError::LoginRequired(_),
-                ..
-            }
-        )
-    }
-}
-
 /// "the server exited (exit status: 1) before answering server/discover"
 /// for a process that is gone; what closed, otherwise.
 /// How a server stopped talking.
