@@ -173,7 +173,8 @@ fn expected_failures(requirements: &str) -> BTreeSet<String> {
 /// one that passes is a stale entry and fails the test too. Every scored
 /// authorization scenario of the set must be among those that pass (14
 /// for 2025-11-25, 25 for 2026-07-28), but the step-up, which needs a
-/// tool call.
+/// tool call: it passes through the guard
+/// (`the_step_up_passes_through_the_guard`).
 fn requirement_set(requirements: &str, scored_auth: usize) {
     // One set at a time: each runs its thirty-odd scenarios at once, each
     // with its own servers and a plumbline process, within 30 s.
@@ -211,6 +212,57 @@ fn requirements_2025_11_25() {
 #[test]
 fn requirements_2026_07_28() {
     requirement_set("2026-07-28", 25);
+}
+
+/// The scenario whose 403 insufficient_scope comes only on a tool call,
+/// under both revisions: pinned (the first authorization, the scope of
+/// the 401), then `plumbline guard --listen` in front of the server with a
+/// client of no token of its own calling each tool. The guard answers the
+/// 403 with a second authorization for the union of the scopes and the
+/// call again, and the client sees the tool's result.
+#[test]
+fn the_step_up_passes_through_the_guard() {
+    for version in ["2025-11-25", "2026-07-28"] {
+        let out_dir = std::env::temp_dir().join(format!(
+            "plumbline-step-up-{version}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let out = client_command(SUITE_2026)
+            .args([
+                "--scenario",
+                "auth/scope-step-up",
+                "--spec-version",
+                version,
+            ])
+            .arg("-o")
+            .arg(&out_dir)
+            .env("OBSERVE_CLIENT_GUARD", "1")
+            .output()
+            .expect("the conformance suite runs");
+        let log = log_of(&out);
+        let checks = checks_under(&out_dir);
+        let _ = std::fs::remove_dir_all(&out_dir);
+        assert!(out.status.success(), "{version}:\n{log}");
+        for check in checks.iter().filter(|c| c["status"] != "INFO") {
+            assert_eq!(check["status"], "SUCCESS", "{version}: {check:#}\n{log}");
+        }
+        let mut ids = vec!["scope-step-up-initial", "scope-step-up-escalation"];
+        if version == "2026-07-28" {
+            ids.push("sep-2350-scope-union-on-reauth");
+        }
+        for id in ids {
+            assert!(
+                checks.iter().any(|c| c["id"] == id),
+                "{version}: {id} missing:\n{log}"
+            );
+        }
+        let authorizations = checks
+            .iter()
+            .filter(|c| c["id"] == "authorization-request")
+            .count();
+        assert_eq!(authorizations, 2, "{version}:\n{log}");
+    }
 }
 
 /// A person's way in: `plumbline login` opens a "browser" (curl, which
