@@ -143,6 +143,8 @@ struct State {
     resource: Option<String>,
     registration: Option<Registration>,
     tokens: Option<Tokens>,
+    /// Where the server's last challenge said its resource metadata is.
+    resource_metadata_url: Option<String>,
     /// Authorizations since a request was last accepted.
     in_a_row: u32,
     /// Whether the token file was read.
@@ -230,6 +232,9 @@ impl Authorizer {
         }
         let mut st = self.state.lock().await;
         self.load(&mut st);
+        if challenge.resource_metadata.is_some() {
+            st.resource_metadata_url = challenge.resource_metadata.clone();
+        }
         if st.in_a_row >= MAX_AUTHORIZATIONS {
             return Err(AuthError::TooManyAttempts(st.in_a_row));
         }
@@ -429,6 +434,24 @@ impl Authorizer {
             _ => None,
         };
         file.put(&self.settings.server, kept).map(|_| ())
+    }
+
+    /// What the server at `server` publishes about its authorization
+    /// now ([`metadata::published`]), when authorization is in play for
+    /// it: it asked for one in this process, or tokens are kept for it.
+    /// `Ok(None)` for a server that never asked (nothing is fetched).
+    pub async fn published(&self, server: &str) -> Result<Option<Vec<u8>>, AuthError> {
+        let named = {
+            let mut st = self.state.lock().await;
+            self.load(&mut st);
+            if st.tokens.is_none() && st.issuer.is_none() && st.resource_metadata_url.is_none() {
+                return Ok(None);
+            }
+            st.resource_metadata_url.clone()
+        };
+        metadata::published(&self.http, server, named.as_deref())
+            .await
+            .map(Some)
     }
 
     /// Forgets this server's tokens and registration, here and in the

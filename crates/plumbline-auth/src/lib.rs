@@ -9,10 +9,14 @@
 //! follows a redirect, reads at most [`http::MAX_BODY`] bytes and gives up
 //! after a deadline. No token, code or secret is ever in an error.
 //!
-//! How a person takes part is [`UserAgent`]: this first version has no
-//! browser; `FollowRedirect` (tests: an authorization server that
-//! redirects at once, like the conformance suite's) and `None` (a person
-//! must log in: [`AuthError::LoginRequired`]).
+//! How a person takes part is [`UserAgent`]: `Browser` (`plumbline
+//! login`: the system's browser and a loopback redirect), `FollowRedirect`
+//! (tests: an authorization server that redirects at once, like the
+//! conformance suite's) and `None` (a person must log in:
+//! [`AuthError::LoginRequired`]).
+//!
+//! What a server publishes about its authorization is also part of what
+//! it tells a client: [`Authorizer::published`] reads it for the history.
 
 mod browser;
 mod challenge;

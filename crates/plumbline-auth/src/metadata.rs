@@ -148,12 +148,20 @@ async fn document<T: serde::de::DeserializeOwned>(
     url: &str,
     what: &str,
 ) -> Result<Option<T>, AuthError> {
+    let Some(body) = body_of(http, url, what).await? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&body).map(Some).map_err(|e| {
+        AuthError::Discovery(format!("{what} at {} is not readable: {e}", shown_url(url)))
+    })
+}
+
+/// The body of a 200 answer; `Ok(None)` for a 4xx ([`document`]).
+async fn body_of(http: &Http, url: &str, what: &str) -> Result<Option<Vec<u8>>, AuthError> {
     must_be_secure(url, what)?;
     let answer = http.get(url).await?;
     match answer.status {
-        200 => serde_json::from_slice(&answer.body).map(Some).map_err(|e| {
-            AuthError::Discovery(format!("{what} at {} is not readable: {e}", shown_url(url)))
-        }),
+        200 => Ok(Some(answer.body)),
         400..=499 => Ok(None),
         status => Err(AuthError::Discovery(format!(
             "{what} at {}: HTTP {status}{}",
@@ -260,6 +268,87 @@ pub async fn server_metadata(http: &Http, issuer: &str) -> Result<ServerMetadata
             .collect::<Vec<_>>()
             .join(", ")
     )))
+}
+
+/// What the server at `server` publishes about its authorization now, as
+/// one JSON document in canonical form (RFC 8785), for the history:
+/// `{"resource_metadata": …, "authorization_server": …}`, its protected
+/// resource metadata (from the URL its challenge named, else the
+/// well-known ones) and the metadata of the first authorization server
+/// that names (`null` when it names none or has none), each object as
+/// served. Nothing is refused here that the flow would refuse (a foreign
+/// `resource`, an issuer that does not match, no S256): the record shows
+/// what changed, and the flow still refuses it when it authorizes.
+pub async fn published(
+    http: &Http,
+    server: &str,
+    named: Option<&str>,
+) -> Result<Vec<u8>, AuthError> {
+    use plumbline_base::json::{Object, Value};
+    let urls = match named {
+        Some(url) => vec![url.to_owned()],
+        None => resource_metadata_urls(server)?,
+    };
+    let mut resource = None;
+    for url in &urls {
+        if let Some(found) = object(http, url, "protected resource metadata").await? {
+            resource = Some(found);
+            break;
+        }
+    }
+    let Some(resource) = resource else {
+        return Err(AuthError::Discovery(format!(
+            "no protected resource metadata at {}",
+            urls.iter()
+                .map(|u| shown_url(u))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )));
+    };
+    let issuer = resource
+        .get("authorization_servers")
+        .and_then(Value::as_array)
+        .and_then(<[Value]>::first)
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut authorization_server = Value::Null;
+    if let Some(issuer) = issuer {
+        for url in server_metadata_urls(&issuer)? {
+            if let Some(found) = object(http, &url, "authorization server metadata").await? {
+                authorization_server = found;
+                break;
+            }
+        }
+    }
+    let document = Value::Object(Object::from_members(vec![
+        ("resource_metadata".into(), resource),
+        ("authorization_server".into(), authorization_server),
+    ]));
+    plumbline_base::canonical::canonicalize_value(&document)
+        .map_err(|e| AuthError::Discovery(format!("the authorization metadata: {e}")))
+}
+
+/// A JSON object at `url` ([`document`]'s rules), or an error naming it
+/// when it is not one.
+async fn object(
+    http: &Http,
+    url: &str,
+    what: &str,
+) -> Result<Option<plumbline_base::json::Value>, AuthError> {
+    let Some(body) = body_of(http, url, what).await? else {
+        return Ok(None);
+    };
+    match plumbline_base::json::parse(&body) {
+        Ok(v) if v.as_object().is_some() => Ok(Some(v)),
+        Ok(_) => Err(AuthError::Discovery(format!(
+            "{what} at {} is not a JSON object",
+            shown_url(url)
+        ))),
+        Err(e) => Err(AuthError::Discovery(format!(
+            "{what} at {} is not readable: {e}",
+            shown_url(url)
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -231,6 +231,10 @@ struct LogRow {
     /// (another taxonomy or Plumbline version), not when it was recorded.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     regraded: bool,
+    /// How what the server publishes about its authorization (OAuth)
+    /// changed here, field by field; absent when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    authorization: Option<plumbline_history::read::AuthorizationChange>,
 }
 
 pub fn log(args: &LogArgs) -> Result<Outcome> {
@@ -267,6 +271,7 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                     tool_set: o.tool_set.map(|d| d.to_string()[..12].to_owned()),
                     change,
                     regraded: step.changes.regraded,
+                    authorization: step.authorization.clone(),
                 }
             })
             .collect();
@@ -322,6 +327,15 @@ pub fn log(args: &LogArgs) -> Result<Outcome> {
                         (None, Some(c)) => format!("ok  {} tools  {c}", r.tools),
                     };
                     writeln!(out, "  #{:<6} {}  {what}", r.observation, r.finished_at)?;
+                    if let Some(a) = &r.authorization {
+                        for f in &a.fields {
+                            writeln!(
+                                out,
+                                "          authorization changed: {}",
+                                for_terminal(&f.describe(), false)
+                            )?;
+                        }
+                    }
                 }
             }
             if !failed.is_empty() {

@@ -167,3 +167,214 @@ fn the_guard_relays_to_an_upstream_behind_oauth_with_the_kept_tokens() {
     assert_eq!(server.oauth_counts()["authorizations"], 1);
     assert!(!d.join("client-tokens.json").exists());
 }
+
+/// What the server publishes about its authorization is recorded with
+/// each observation, and a change of it (scopes added to both documents)
+/// is drift of the server in `log`, human and JSON, and on the dashboard's
+/// pages and API; an unchanged document is no change.
+#[test]
+fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dashboard() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
+    server.publish_scopes(&["mcp:read"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let tokens = d.join("tokens.json").display().to_string();
+    let env = [
+        ("PLUMBLINE_TOKENS", tokens.as_str()),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ];
+    let out = plumbline_env(d, &["login", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let observe = || {
+        let out = plumbline_env(d, &["observe", "--store", "p.db"], &env);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    };
+    observe();
+    observe();
+    server.publish_scopes(&["mcp:read", "mcp:admin"]);
+    observe();
+
+    let out = plumbline_env(d, &["log", "--store", "p.db", "--format", "json"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let log: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = log["servers"][0]["observations"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{log:#}");
+    // Newest first: the third observation changed, the second did not.
+    let change = &rows[0]["authorization"];
+    assert_eq!(
+        change["previous_observation"], rows[1]["observation"],
+        "{log:#}"
+    );
+    let fields = change["fields"].as_array().unwrap();
+    assert_eq!(fields.len(), 2, "{change:#}");
+    for (f, document) in fields
+        .iter()
+        .zip(["resource_metadata", "authorization_server"])
+    {
+        assert_eq!(f["document"], document, "{change:#}");
+        assert_eq!(f["field"], "scopes_supported");
+        assert_eq!(f["added"], serde_json::json!(["mcp:admin"]));
+    }
+    assert!(rows[1].get("authorization").is_none(), "{log:#}");
+    assert!(rows[2].get("authorization").is_none(), "{log:#}");
+
+    let out = plumbline_env(d, &["log", "--store", "p.db"], &env);
+    assert!(
+        text(&out)
+            .contains("authorization changed: resource metadata scopes_supported: +mcp:admin"),
+        "{}",
+        text(&out)
+    );
+
+    // The dashboard: the server's timeline, the observation, the API.
+    let dashboard = common::Dashboard::start(d);
+    let get = |path: &str| {
+        let (status, body) = common::http("GET", &format!("{}{path}", dashboard.url)).unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        body
+    };
+    let page = get("servers/tickets");
+    assert!(
+        page.contains("authorization server scopes_supported: +mcp:admin"),
+        "{page}"
+    );
+    let id = rows[0]["observation"].as_i64().unwrap();
+    let page = get(&format!("servers/tickets/observations/{id}"));
+    assert!(page.contains("Changed since"), "{page}");
+    assert!(page.contains("mcp:admin"), "{page}");
+    let api: serde_json::Value =
+        serde_json::from_str(&get(&format!("api/v1/servers/tickets/observations/{id}"))).unwrap();
+    assert_eq!(
+        api["authorization"]["resource_metadata"]["scopes_supported"],
+        serde_json::json!(["mcp:read", "mcp:admin"]),
+        "{api:#}"
+    );
+    assert_eq!(
+        api["observation"]["authorization"]["fields"][0]["added"],
+        serde_json::json!(["mcp:admin"]),
+        "{api:#}"
+    );
+}
+
+/// A watcher of a server whose access tokens live two seconds: each is
+/// renewed with the refresh token before it runs out, so every
+/// observation succeeds and nobody is asked again; once the refresh
+/// token is revoked, the server fails with the login to run, alerted
+/// once however many rounds fail after.
+#[test]
+fn a_watcher_renews_short_lived_tokens_and_alerts_once_when_a_login_is_needed() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "2"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[watch]\ninterval_secs = 1\njitter = 0\n\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n\n[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let tokens = d.join("tokens.json").display().to_string();
+    let env = [
+        ("PLUMBLINE_TOKENS", tokens.as_str()),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ];
+    let out = plumbline_env(d, &["login", "tickets"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let watch = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
+        .args(["watch", "--store", "p.db"])
+        .current_dir(d)
+        .envs(env)
+        .env_remove("PLUMBLINE_CONFIG")
+        .stdout(std::fs::File::create(d.join("alerts.jsonl")).unwrap())
+        .stderr(std::fs::File::create(d.join("watch.log")).unwrap())
+        .spawn()
+        .expect("watch starts");
+    let watch = Stopped(watch);
+    let rows = || -> Vec<serde_json::Value> {
+        let out = plumbline_env(d, &["log", "--store", "p.db", "--format", "json"], &env);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["servers"][0]["observations"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let until = |what: &str, done: &dyn Fn(&[serde_json::Value]) -> bool| {
+        let start = std::time::Instant::now();
+        loop {
+            let r = rows();
+            if done(&r) {
+                return r;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(90),
+                "never: {what}\n{r:#?}\n{}",
+                std::fs::read_to_string(d.join("watch.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    // Past three lifetimes of a token: every observation succeeded.
+    let started = std::time::Instant::now();
+    let seen = until("observations over six seconds", &|r| {
+        started.elapsed() > std::time::Duration::from_secs(6) && r.len() >= 4
+    });
+    assert!(seen.iter().all(|o| o["outcome"] == "ok"), "{seen:#?}");
+    let counts = server.oauth_counts();
+    assert_eq!(counts["authorizations"], 1, "{counts}");
+    assert!(counts["refreshes"].as_u64().unwrap() >= 2, "{counts}");
+
+    server.revoke_tokens();
+    let failed = |r: &[serde_json::Value]| r.iter().filter(|o| o["outcome"] == "failed").count();
+    let seen = until("three failed rounds", &|r| failed(r) >= 3);
+    let error = seen
+        .iter()
+        .find(|o| o["outcome"] == "failed")
+        .and_then(|o| o["error"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(error.contains("plumbline login tickets"), "{error}");
+    drop(watch);
+    let alerts: Vec<serde_json::Value> = std::fs::read_to_string(d.join("alerts.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let failures: Vec<_> = alerts.iter().filter(|a| a["kind"] == "failure").collect();
+    assert_eq!(failures.len(), 1, "{alerts:#?}");
+    assert!(
+        failures[0].to_string().contains("plumbline login tickets"),
+        "{alerts:#?}"
+    );
+    // No token and no refresh token in what the watcher wrote.
+    let kept = std::fs::read_to_string(d.join("tokens.json")).unwrap_or_default();
+    for file in ["alerts.jsonl", "watch.log"] {
+        let text = std::fs::read_to_string(d.join(file)).unwrap();
+        assert!(
+            !text.contains("access-") && !text.contains("refresh-"),
+            "{file}: {text}"
+        );
+    }
+    assert!(!kept.contains("access-"), "{kept}");
+}
+
+/// A child stopped (SIGTERM, then waited for) when dropped.
+struct Stopped(std::process::Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.0.wait();
+    }
+}

@@ -1021,8 +1021,12 @@ pub fn redact_for(known: &Known, text: &str) -> String {
 /// it stored or shown.
 pub fn redact_listing(known: &Known, listing: &mut plumbline_mcp::Listing) {
     for p in &mut listing.problems {
-        if let plumbline_mcp::ListingProblem::SkippedOutput { excerpt } = p {
-            *excerpt = redact_for(known, excerpt);
+        match p {
+            plumbline_mcp::ListingProblem::SkippedOutput { excerpt: text }
+            | plumbline_mcp::ListingProblem::AuthorizationMetadata { error: text } => {
+                *text = redact_for(known, text);
+            }
+            _ => {}
         }
     }
 }

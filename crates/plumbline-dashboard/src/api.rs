@@ -172,6 +172,10 @@ pub struct ObservationJson {
     /// taxonomy or Plumbline version), not when it was recorded.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub regraded: bool,
+    /// How what the server publishes about its authorization changed
+    /// here, field by field; absent when it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<changes::AuthorizationChange>,
 }
 
 impl ObservationJson {
@@ -207,6 +211,7 @@ impl ObservationJson {
                 .filter(|s| !s.changes.is_empty())
                 .map(|s| s.changes.severity),
             regraded: step.is_some_and(|s| s.changes.regraded),
+            authorization: step.and_then(|s| s.authorization.clone()),
             changes,
         }
     }
@@ -530,10 +535,16 @@ async fn observation(
         })
         .collect();
     let observation = ObservationJson::from(&o.summary, Some(&view.step), Some(&view.reviews));
+    // What the server published about its authorization, as recorded.
+    let authorization = o
+        .authorization
+        .as_deref()
+        .and_then(|d| serde_json::from_slice::<serde_json::Value>(d).ok());
     Ok(Json(serde_json::json!({
         "observation": observation,
         "tools": tools,
         "problems": problems,
+        "authorization": authorization,
     })))
 }
 

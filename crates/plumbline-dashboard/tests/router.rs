@@ -63,6 +63,7 @@ fn observation(server: &str, at_ms: i64, tools: &[&str]) -> NewObservation {
         server_info: None,
         capabilities: None,
         instructions: None,
+        authorization: None,
         tools: tools.iter().map(|t| raw(t)).collect(),
         problems: Vec::new(),
     }

@@ -237,6 +237,8 @@ impl Seen {
                 server_info: peer.server_info.clone(),
                 capabilities: peer.capabilities.clone(),
                 instructions: peer.instructions.clone(),
+                // A stdio server has no authorization.
+                authorization: None,
                 tools: tools
                     .iter()
                     .map(|(name, raw)| plumbline_mcp::ListedTool {

@@ -180,6 +180,7 @@ mod tests {
                 server_info: None,
                 capabilities: None,
                 instructions: None,
+                authorization: None,
                 tools: tools
                     .iter()
                     .map(|t| RawTool {

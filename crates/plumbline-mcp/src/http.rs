@@ -18,7 +18,7 @@ use plumbline_base::redact::redact_url;
 
 use crate::error::{excerpt, ListError, ListErrorKind};
 use crate::limits::Limits;
-use crate::listing::{Era, Listing};
+use crate::listing::{Era, Listing, ListingProblem};
 use crate::protocol::{
     self, answer_to, parse_inbound, Inbound, Reply, RpcError, Transport, STATELESS_VERSION,
 };
@@ -182,9 +182,30 @@ const REQUEST_RESUMPTIONS: u32 = 5;
 
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
     let mut t = HttpTransport::new(spec, limits, &HttpClient::new(limits)?)?;
-    let result = protocol::list(&mut t, limits).await;
+    let mut result = protocol::list(&mut t, limits).await;
     t.shutdown().await;
+    if let (Ok(listing), Some(auth)) = (&mut result, &spec.auth) {
+        published(auth, &spec.url, limits, listing).await;
+    }
     result
+}
+
+/// Adds to a listing what its server publishes about its authorization,
+/// or the problem of reading it; within the listing's time bound.
+pub(crate) async fn published(auth: &Auth, url: &str, limits: &Limits, listing: &mut Listing) {
+    match tokio::time::timeout(limits.list_timeout, auth.0.published(url)).await {
+        Ok(Ok(document)) => listing.authorization = document,
+        Ok(Err(e)) => listing
+            .problems
+            .push(ListingProblem::AuthorizationMetadata {
+                error: e.to_string(),
+            }),
+        Err(_) => listing
+            .problems
+            .push(ListingProblem::AuthorizationMetadata {
+                error: format!("no answer within {:?}", limits.list_timeout),
+            }),
+    }
 }
 
 pub(crate) fn extra_headers(spec: &HttpSpec) -> Result<HeaderMap, ListError> {

@@ -31,6 +31,9 @@ pub enum ListingProblem {
     /// printed to stdout, say), skipped within a bound; its start,
     /// sanitised.
     SkippedOutput { excerpt: String },
+    /// What the server publishes about its authorization could not be
+    /// read this time (the listing itself succeeded).
+    AuthorizationMetadata { error: String },
 }
 
 /// A complete listing of a server's tools.
@@ -45,6 +48,10 @@ pub struct Listing {
     pub capabilities: Option<Vec<u8>>,
     /// The server's `instructions`, when sent.
     pub instructions: Option<String>,
+    /// For a server behind OAuth, what it publishes about its
+    /// authorization, read after the listing
+    /// (`plumbline_auth::metadata::published`): canonical JSON.
+    pub authorization: Option<Vec<u8>>,
     /// Every tool, in order.
     pub tools: Vec<ListedTool>,
     pub problems: Vec<ListingProblem>,

@@ -731,6 +731,7 @@ pub(crate) async fn relist<T: Transport>(
         server_info: hs.server_info.clone(),
         capabilities: hs.capabilities.clone(),
         instructions: hs.instructions.clone(),
+        authorization: None,
         tools,
         problems,
         pages,

@@ -149,6 +149,18 @@ impl HistoryStore for AnyStore {
         each!(self, s => s.latest_successful(server, before))
     }
 
+    fn latest_authorization(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        each!(self, s => s.latest_authorization(server, before))
+    }
+
+    fn document_by_digest(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        each!(self, s => s.document_by_digest(digest))
+    }
+
     fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         each!(self, s => s.tool_version(canonical))
     }

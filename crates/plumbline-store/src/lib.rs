@@ -69,6 +69,7 @@
 //!     server_info: None,
 //!     capabilities: None,
 //!     instructions: None,
+//!     authorization: None,
 //!     tools: vec![RawTool {
 //!         name: Some("add".into()),
 //!         raw: br#"{ "name": "add", "description": "Adds." }"#.to_vec(),
@@ -227,6 +228,20 @@ pub trait HistoryStore {
         server: &str,
         before: Option<ObservationId>,
     ) -> Result<Option<ObservationSummary>, StoreError>;
+
+    /// The server's latest observation before `before` (or overall) that
+    /// recorded what the server publishes about its authorization
+    /// ([`NewObservation::authorization`]): what a newer document is
+    /// compared with.
+    fn latest_authorization(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError>;
+
+    /// A recorded document (serverInfo, capabilities, instructions, an
+    /// authorization document) by the digest of its bytes.
+    fn document_by_digest(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// The canonical bytes of the tool version with this digest.
     fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError>;

@@ -182,6 +182,7 @@ pub(crate) struct SummaryRow {
     pub tool_set: Option<Vec<u8>>,
     pub tool_count: Option<i64>,
     pub problem_count: i64,
+    pub authorization: Option<Vec<u8>>,
 }
 
 impl SummaryRow {
@@ -223,6 +224,17 @@ impl SummaryRow {
             tool_set,
             tool_count: count(self.tool_count.unwrap_or(0), "tools")?,
             problem_count: count(self.problem_count, "problems")?,
+            authorization: self
+                .authorization
+                .map(|bytes| {
+                    Digest::from_slice(&bytes).ok_or_else(|| {
+                        corrupt(format!(
+                            "{what} has an authorization digest of {} bytes",
+                            bytes.len()
+                        ))
+                    })
+                })
+                .transpose()?,
         })
     }
 }

@@ -186,6 +186,12 @@ pub struct NewObservation {
     pub capabilities: Option<Vec<u8>>,
     /// The server's `instructions` text.
     pub instructions: Option<String>,
+    /// What the server published about its authorization when it asks
+    /// for one (OAuth): a JSON document (its protected resource metadata
+    /// and its authorization server's, as `plumbline-mcp` reads them).
+    /// `None` for a server without authorization, or when it could not be
+    /// read this time (not a change).
+    pub authorization: Option<Vec<u8>>,
     /// The listing, in the order received. Must be empty when the outcome
     /// is a failure.
     pub tools: Vec<RawTool>,
@@ -225,6 +231,10 @@ pub struct ObservationSummary {
     pub tool_count: u32,
     /// How many problems were recorded.
     pub problem_count: u32,
+    /// The digest of the authorization document's bytes, when one was
+    /// recorded ([`NewObservation::authorization`]): equal digests, the
+    /// same document.
+    pub authorization: Option<Digest>,
 }
 
 /// An observation with everything recorded for it.
@@ -234,6 +244,8 @@ pub struct Observation {
     pub server_info: Option<Vec<u8>>,
     pub capabilities: Option<Vec<u8>>,
     pub instructions: Option<String>,
+    /// [`NewObservation::authorization`].
+    pub authorization: Option<Vec<u8>>,
     /// The listing in the order received.
     pub tools: Vec<ToolEntry>,
     /// In [`Problem`]'s order: those without a position first, then by

@@ -89,6 +89,7 @@ pub const TABLES: &[Table] = &[
             ("capabilities_id", Int),
             ("instructions_id", Int),
             ("tool_set_id", Int),
+            ("authorization_id", Int),
         ],
         key: &["id"],
     },
@@ -481,6 +482,7 @@ pub fn check(store: &impl Store) -> Result<Vec<String>, StoreError> {
                 ("documents", row[7].int()),
                 ("documents", row[8].int()),
                 ("documents", row[9].int()),
+                ("documents", row[11].int()),
             ];
             for (table, r) in refs {
                 if !has(&ids, table, r) {

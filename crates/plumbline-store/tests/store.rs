@@ -521,6 +521,7 @@ pub fn the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries(backend: 
                 server_info: None,
                 capabilities: None,
                 instructions: None,
+                authorization: None,
                 tools: vec![],
                 problems: vec![],
             })
@@ -587,6 +588,7 @@ pub fn alerts_are_due_per_channel_in_order_and_failed_ones_are_kept_not_retried(
             server_info: None,
             capabilities: None,
             instructions: None,
+            authorization: None,
             tools: vec![],
             problems: vec![],
         })
@@ -832,6 +834,7 @@ on_each_backend! {
     the_alert_outbox_never_alerts_twice_and_keeps_failed_deliveries,
     alerts_are_due_per_channel_in_order_and_failed_ones_are_kept_not_retried,
     normalised_tools_keep_their_raw_bytes_and_are_versioned_as_rewritten,
+    authorization_documents_are_kept_once_and_found_from_any_later_observation,
 }
 
 mod reviews_and_baselines {
@@ -1232,4 +1235,75 @@ fn a_postgresql_location_that_cannot_be_reached_says_where_without_its_password(
     );
     assert!(shown.contains("127.0.0.1:1/db"), "{shown}");
     assert!(!shown.contains("s3cret"), "{shown}");
+}
+
+/// What a server publishes about its authorization: kept with each
+/// observation (once per distinct document), read back with it, named by
+/// digest in its summary, and the latest before any observation is found
+/// past observations that recorded none (a failure, a server that could
+/// not be asked).
+pub fn authorization_documents_are_kept_once_and_found_from_any_later_observation(
+    backend: Backend,
+) {
+    let (_fx, mut store) = new_store(backend);
+    let doc = |scopes: &str| {
+        format!(
+            r#"{{"authorization_server":{{"issuer":"https://as.example"}},"resource_metadata":{{"scopes_supported":[{scopes}]}}}}"#
+        )
+        .into_bytes()
+    };
+    let with = |at: i64, authorization: Option<Vec<u8>>| NewObservation {
+        authorization,
+        ..ok_observation("docs", at, vec![raw(r#"{"name":"a"}"#)])
+    };
+    let first = store
+        .record_observation(&with(1_000, Some(doc(r#""read""#))))
+        .expect("recorded");
+    let same = store
+        .record_observation(&with(2_000, Some(doc(r#""read""#))))
+        .expect("recorded");
+    let none = store
+        .record_observation(&with(3_000, None))
+        .expect("recorded");
+    let failed = store
+        .record_observation(&failed_observation("docs", 4_000, "down"))
+        .expect("recorded");
+    let changed = store
+        .record_observation(&with(5_000, Some(doc(r#""read","admin""#))))
+        .expect("recorded");
+
+    let summary = |id| store.observation_summary(id).unwrap().unwrap();
+    let (a, b, c) = (summary(first), summary(same), summary(changed));
+    assert_eq!(a.authorization, Some(digest(&doc(r#""read""#))));
+    assert_eq!(a.authorization, b.authorization);
+    assert_ne!(a.authorization, c.authorization);
+    assert_eq!(summary(none).authorization, None);
+    assert_eq!(summary(failed).authorization, None);
+    let read = store.observation(changed).unwrap().unwrap();
+    assert_eq!(read.authorization, Some(doc(r#""read","admin""#)));
+    assert_eq!(
+        store.observation(none).unwrap().unwrap().authorization,
+        None
+    );
+
+    let latest = |before| {
+        store
+            .latest_authorization("docs", before)
+            .unwrap()
+            .map(|s| s.id)
+    };
+    assert_eq!(latest(Some(changed)), Some(same));
+    assert_eq!(latest(Some(same)), Some(first));
+    assert_eq!(latest(Some(first)), None);
+    assert_eq!(latest(None), Some(changed));
+    assert_eq!(
+        store
+            .document_by_digest(&c.authorization.unwrap())
+            .unwrap()
+            .as_deref(),
+        Some(&doc(r#""read","admin""#)[..])
+    );
+    assert_eq!(store.document_by_digest(&digest(b"nothing")).unwrap(), None);
+    // The store's own check knows the new reference.
+    assert!(plumbline_store::tables::check(&store).unwrap().is_empty());
 }

@@ -74,7 +74,10 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
          ALTER TABLE tool_set_entries DROP COLUMN normalized_by;
          DROP TABLE observation_inventories; DROP TABLE inventories;
          DROP TABLE drift_summaries; DROP TABLE tool_set_changes;
-         DROP TABLE leases; DROP TABLE watchers; PRAGMA user_version = 3;",
+         DROP TABLE leases; DROP TABLE watchers;
+         DROP INDEX observations_authorized;
+         ALTER TABLE observations DROP COLUMN authorization_id;
+         PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);

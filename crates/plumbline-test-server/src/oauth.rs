@@ -7,7 +7,10 @@
 //! token endpoint that checks PKCE S256, issues access tokens that expire
 //! after the lifetime, and rotates refresh tokens. `POST
 //! /control/oauth/revoke` revokes every token; `GET /control/oauth` counts
-//! authorizations, code exchanges and refreshes.
+//! authorizations, code exchanges and refreshes; `POST
+//! /control/oauth/scopes` (a JSON array of scopes) sets the
+//! `scopes_supported` both metadata documents publish (none by default),
+//! for tests of that metadata's drift.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -35,6 +38,8 @@ struct Inner {
     exchanges: u64,
     refreshes: u64,
     refused_refreshes: u64,
+    /// What both metadata documents publish as `scopes_supported`.
+    scopes: Option<Vec<String>>,
 }
 
 /// The authorization server's state, shared by its routes.
@@ -69,6 +74,7 @@ impl OAuth {
             .route("/oauth/token", post(token))
             .route("/control/oauth", get(counts))
             .route("/control/oauth/revoke", post(revoke))
+            .route("/control/oauth/scopes", post(set_scopes))
             .with_state(self.clone())
     }
 
@@ -105,11 +111,21 @@ impl OAuth {
 }
 
 async fn resource(State(o): State<OAuth>) -> Json<serde_json::Value> {
-    Json(json!({"resource": format!("{}/mcp", o.base), "authorization_servers": [o.base]}))
+    let mut doc = json!({"resource": format!("{}/mcp", o.base), "authorization_servers": [o.base]});
+    if let Some(scopes) = &o.inner.lock().unwrap().scopes {
+        doc["scopes_supported"] = json!(scopes);
+    }
+    Json(doc)
+}
+
+async fn set_scopes(State(o): State<OAuth>, Json(scopes): Json<Vec<String>>) -> StatusCode {
+    o.inner.lock().unwrap().scopes = Some(scopes);
+    StatusCode::NO_CONTENT
 }
 
 async fn metadata(State(o): State<OAuth>) -> Json<serde_json::Value> {
-    Json(json!({
+    let scopes = o.inner.lock().unwrap().scopes.clone();
+    let mut doc = json!({
         "issuer": o.base,
         "authorization_endpoint": format!("{}/oauth/authorize", o.base),
         "token_endpoint": format!("{}/oauth/token", o.base),
@@ -119,7 +135,11 @@ async fn metadata(State(o): State<OAuth>) -> Json<serde_json::Value> {
         "code_challenge_methods_supported": ["S256"],
         "token_endpoint_auth_methods_supported": ["none"],
         "authorization_response_iss_parameter_supported": true,
-    }))
+    });
+    if let Some(scopes) = scopes {
+        doc["scopes_supported"] = json!(scopes);
+    }
+    Json(doc)
 }
 
 async fn register(State(o): State<OAuth>) -> impl IntoResponse {

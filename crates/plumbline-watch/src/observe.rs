@@ -234,6 +234,7 @@ async fn list(spec: &ServerSpec, limits: &Limits) -> Result<Listing, String> {
 /// element that is a JSON object but has no string name; the store finds
 /// the unreadable ones and the repeated names).
 pub fn new_observation(c: &Collected) -> NewObservation {
+    let authorization = c.result.as_ref().ok().and_then(|l| l.authorization.clone());
     let (outcome, tools, protocol_version, server_info, capabilities, instructions, problems) =
         match &c.result {
             Ok(l) => {
@@ -260,6 +261,12 @@ pub fn new_observation(c: &Collected) -> NewObservation {
                             kind: ProblemKind::Other,
                             tool_name: None,
                             message: format!("skipped a line that is not JSON-RPC: {excerpt}"),
+                        }),
+                        ListingProblem::AuthorizationMetadata { error } => Some(Problem {
+                            position: None,
+                            kind: ProblemKind::Other,
+                            tool_name: None,
+                            message: format!("the authorization metadata: {error}"),
                         }),
                     })
                     .collect();
@@ -325,6 +332,7 @@ pub fn new_observation(c: &Collected) -> NewObservation {
         server_info,
         capabilities,
         instructions,
+        authorization,
         tools,
         problems,
     }

@@ -108,6 +108,15 @@ impl HttpServer {
         serde_json::from_str(&self.control("GET", "oauth")).expect("JSON")
     }
 
+    /// Sets the `scopes_supported` that its resource metadata and its
+    /// authorization server's metadata publish.
+    pub fn publish_scopes(&self, scopes: &[&str]) {
+        let url = self.url.replace("/mcp", "/control/oauth/scopes");
+        let body = serde_json::to_string(scopes).expect("JSON");
+        let (status, body) = http_post_json(&url, &body).expect("the test server answers");
+        assert!((200..300).contains(&status), "{status} {body}");
+    }
+
     /// Revokes every token the server's authorization server issued.
     pub fn revoke_tokens(&self) {
         self.control("POST", "oauth/revoke");

@@ -274,6 +274,15 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_json())
 }
 
+/// A stored JSON document, indented for reading; as stored when it is not
+/// JSON.
+fn pretty_json(bytes: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_default(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
 fn first_line(s: &str, max: usize) -> String {
     let first = s.lines().next().unwrap_or("");
     let mut out: String = first.chars().take(max).collect();

@@ -76,6 +76,20 @@ pub(super) async fn observation(
                     }
                 }
             }
+            @if let Some(doc) = &o.authorization {
+                section {
+                    h2 { "Authorization" }
+                    p.muted { "What the server published about its authorization (OAuth) at this observation: its protected resource metadata and its authorization server's metadata." }
+                    @match &view.step.authorization {
+                        Some(a) => {
+                            p { "Changed since " a href=(links::observation(&name, a.previous)) { "#" (a.previous) } ":" }
+                            (authorization_changes(a))
+                        },
+                        None => {},
+                    }
+                    pre.document { (text::block(&pretty_json(doc))) }
+                }
+            }
             @if s.outcome.is_ok() {
                 section {
                     h2 { "Tools" }

@@ -88,7 +88,7 @@ pub(super) async fn server(
                                     @match &o.outcome {
                                         Outcome::Failed { error } => span.error { (line(&first_line(error, 200))) },
                                         Outcome::Ok if step.previous.is_none() => span.muted { "first observation: the baseline" },
-                                        Outcome::Ok if step.changes.is_empty() => span.muted { "no change" },
+                                        Outcome::Ok if step.changes.is_empty() && step.authorization.is_none() => span.muted { "no change" },
                                         Outcome::Ok => {
                                             ul.changes {
                                                 @for t in &step.changes.tools {
@@ -98,6 +98,7 @@ pub(super) async fn server(
                                             @if step.changes.regraded {
                                                 span.muted title="graded after this observation was recorded (another taxonomy or Plumbline version), not the grade made when it was recorded" { "re-graded" }
                                             }
+                                            @if let Some(a) = &step.authorization { (authorization_changes(a)) }
                                         },
                                     }
                                 }
@@ -108,6 +109,18 @@ pub(super) async fn server(
             }
         },
     ))
+}
+
+/// How what a server publishes about its authorization changed: one item
+/// per field.
+pub(super) fn authorization_changes(a: &changes::AuthorizationChange) -> Markup {
+    html! {
+        ul.changes.authorization {
+            @for f in &a.fields {
+                li { span.sev.sev-auth title="what the server publishes about its authorization (OAuth): its protected resource metadata and its authorization server's" { "authorization" } " " (line(&f.describe())) }
+            }
+        }
+    }
 }
 
 pub(super) fn change_summary(

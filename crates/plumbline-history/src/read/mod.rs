@@ -29,12 +29,14 @@ use plumbline_taxonomy::{Inventory, Severity};
 pub use crate::summary::{Changes, ToolChange};
 use crate::{Grader, HistoryError as Failure};
 
+mod authorization;
 mod change;
 mod overview;
 #[cfg(test)]
 mod tests;
 mod timeline;
 
+pub use authorization::*;
 pub use change::*;
 pub use overview::*;
 pub use timeline::*;
@@ -438,6 +440,9 @@ pub struct Step {
     /// one; `None` for a failure and for the first success (the baseline).
     pub previous: Option<ObservationId>,
     pub changes: Arc<Changes>,
+    /// How what the server publishes about its authorization changed
+    /// here, when it did ([`authorization_change`]).
+    pub authorization: Option<AuthorizationChange>,
 }
 
 /// Everything about one change.

@@ -12,10 +12,12 @@ pub fn history(store: &impl Store, grader: &Grader, server: &str) -> Result<Vec<
         .into_iter()
         .map(|(new, old)| {
             let changes = changes_between(store, grader, &old, &new)?;
+            let authorization = authorization_change(store, &new)?;
             Ok(Step {
                 summary: new,
                 previous: Some(old.id),
                 changes,
+                authorization,
             })
         })
         .collect()
@@ -42,12 +44,14 @@ pub fn recent(
     let mut steps = Vec::with_capacity(summaries.len());
     let mut last_ok: Option<ObservationId> = None;
     let mut first_ok_seen = false;
+    let mut last_authorization: Option<Digest> = None;
     for summary in summaries {
         if !summary.outcome.is_ok() {
             steps.push(Step {
                 summary,
                 previous: None,
                 changes: Arc::default(),
+                authorization: None,
             });
             continue;
         }
@@ -65,10 +69,21 @@ pub fn recent(
             None => Arc::default(),
         };
         last_ok = Some(summary.id);
+        // The store is asked only when the document differs from the
+        // window's previous one.
+        let authorization = match (summary.authorization, last_authorization) {
+            (None, _) => None,
+            (Some(d), Some(last)) if d == last => None,
+            (Some(_), _) => authorization_change(store, &summary)?,
+        };
+        if summary.authorization.is_some() {
+            last_authorization = summary.authorization;
+        }
         steps.push(Step {
             summary,
             previous,
             changes,
+            authorization,
         });
     }
     Ok((steps, more))
@@ -100,6 +115,7 @@ pub fn step(
             summary: summary.clone(),
             previous: None,
             changes: Arc::default(),
+            authorization: None,
         });
     }
     let previous = store.latest_successful(&summary.server, Some(summary.id))?;
@@ -111,5 +127,6 @@ pub fn step(
         summary: summary.clone(),
         previous: previous.map(|p| p.id),
         changes,
+        authorization: authorization_change(store, summary)?,
     })
 }

@@ -52,6 +52,7 @@ pub fn observed(server: &str, at_ms: i64, tools: Vec<RawTool>) -> Observed {
             server_info: None,
             capabilities: None,
             instructions: None,
+            authorization: None,
             tools,
             problems: Vec::new(),
         },

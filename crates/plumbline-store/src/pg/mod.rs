@@ -60,6 +60,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_initial.sql"),
     include_str!("migrations/0002_leases.sql"),
     include_str!("migrations/0003_watcher_expiry.sql"),
+    include_str!("migrations/0004_authorization.sql"),
 ];
 
 /// The advisory lock that makes migrating a singleton across every

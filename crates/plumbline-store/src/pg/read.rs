@@ -18,10 +18,12 @@ use crate::{Digest, StoreError};
 /// An observation's summary columns, over `observations o`.
 const SUMMARY: &str = "SELECT o.id, s.name, o.started_at_ms, o.finished_at_ms, o.outcome, o.error,
         o.protocol_version, ts.digest, ts.tool_count,
-        (SELECT count(*) FROM observation_problems p WHERE p.observation_id = o.id)
+        (SELECT count(*) FROM observation_problems p WHERE p.observation_id = o.id),
+        ad.digest
  FROM observations o
  JOIN servers s ON s.id = o.server_id
- LEFT JOIN tool_sets ts ON ts.id = o.tool_set_id";
+ LEFT JOIN tool_sets ts ON ts.id = o.tool_set_id
+ LEFT JOIN documents ad ON ad.id = o.authorization_id";
 
 /// An alert's columns, over `alerts a`.
 const OUTBOX: &str = "SELECT a.id, s.name, a.observation_id, a.channel, a.key, a.body,
@@ -143,6 +145,7 @@ impl Session {
                     tool_set: self.get(row, 7, what)?,
                     tool_count: self.get(row, 8, what)?,
                     problem_count: self.get(row, 9, what)?,
+                    authorization: self.get(row, 10, what)?,
                 };
                 summary.into_summary(&self.label)
             })
@@ -232,10 +235,11 @@ impl Session {
         };
         let Some(row) = self.row(
             &what,
-            "SELECT si.body, c.body, i.body FROM observations o
+            "SELECT si.body, c.body, i.body, a.body FROM observations o
              LEFT JOIN documents si ON si.id = o.server_info_id
              LEFT JOIN documents c ON c.id = o.capabilities_id
              LEFT JOIN documents i ON i.id = o.instructions_id
+             LEFT JOIN documents a ON a.id = o.authorization_id
              WHERE o.id = $1",
             &[&id.0],
         )?
@@ -244,6 +248,7 @@ impl Session {
         };
         let server_info: Option<Vec<u8>> = self.get(&row, 0, &what)?;
         let capabilities: Option<Vec<u8>> = self.get(&row, 1, &what)?;
+        let authorization: Option<Vec<u8>> = self.get(&row, 3, &what)?;
         let instructions = match self.get::<Option<Vec<u8>>>(&row, 2, &what)? {
             None => None,
             Some(bytes) => Some(
@@ -325,6 +330,7 @@ impl Session {
             server_info,
             capabilities,
             instructions,
+            authorization,
             tools,
             problems,
         }))
@@ -335,11 +341,41 @@ impl Session {
         server: &str,
         before: Option<ObservationId>,
     ) -> Result<Option<ObservationSummary>, StoreError> {
+        self.latest_where(
+            server,
+            before,
+            "o.outcome = 'ok'",
+            "the latest successful observation",
+        )
+    }
+
+    pub(super) fn latest_authorization(
+        &mut self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        self.latest_where(
+            server,
+            before,
+            "o.authorization_id IS NOT NULL",
+            "the latest authorization metadata",
+        )
+    }
+
+    /// The server's latest observation before `before` (or overall) that
+    /// meets `condition` (SQL on `o`).
+    fn latest_where(
+        &mut self,
+        server: &str,
+        before: Option<ObservationId>,
+        condition: &str,
+        what: &str,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
         let server_id = self.server_id(server)?;
         let before = before.map_or(i64::MAX, |id| id.0);
         let found = self.summaries(
-            &format!("the latest successful observation of server {server:?}"),
-            "o.server_id = $1 AND o.id < $2 AND o.outcome = 'ok'",
+            &format!("{what} of server {server:?}"),
+            &format!("o.server_id = $1 AND o.id < $2 AND {condition}"),
             "ORDER BY o.id DESC LIMIT 1",
             &[&server_id, &before],
         )?;

@@ -408,13 +408,15 @@ impl Session {
             observation.instructions.as_deref().map(str::as_bytes),
         )
         .map_err(&doc_err)?;
+        let authorization_id =
+            put_document(&mut tx, observation.authorization.as_deref()).map_err(&doc_err)?;
         let error = observation.outcome.error().map(str::as_bytes);
         let id: i64 = tx
             .query_one(
                 "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
                      error, protocol_version, server_info_id, capabilities_id, instructions_id,
-                     tool_set_id)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id",
+                     tool_set_id, authorization_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id",
                 &[
                     &server_id,
                     &observation.started_at_ms,
@@ -426,6 +428,7 @@ impl Session {
                     &capabilities_id,
                     &instructions_id,
                     &tool_set_id,
+                    &authorization_id,
                 ],
             )
             .and_then(|row| row.try_get(0))

@@ -149,6 +149,26 @@ impl HistoryStore for PostgresStore {
         self.run(move |s| s.latest_successful(&server, before))
     }
 
+    fn latest_authorization(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        let server = server.to_owned();
+        self.run(move |s| s.latest_authorization(&server, before))
+    }
+
+    fn document_by_digest(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        let digest = *digest;
+        self.run(move |s| {
+            s.bytes_by_digest(
+                format!("document {digest}"),
+                "SELECT body FROM documents WHERE digest = $1",
+                &digest,
+            )
+        })
+    }
+
     fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
         let canonical = *canonical;
         self.run(move |s| {

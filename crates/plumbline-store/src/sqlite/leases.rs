@@ -110,14 +110,17 @@ impl SqliteStore {
         let instructions_id =
             put_document(&tx, observation.instructions.as_deref().map(str::as_bytes))
                 .map_err(write_err("instructions"))?;
+        let authorization_id = put_document(&tx, observation.authorization.as_deref())
+            .map_err(write_err("the authorization metadata"))?;
         let error = match &observation.outcome {
             Outcome::Ok => None,
             Outcome::Failed { error } => Some(error.as_str()),
         };
         tx.prepare_cached(
             "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome, error,
-                 protocol_version, server_info_id, capabilities_id, instructions_id, tool_set_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 protocol_version, server_info_id, capabilities_id, instructions_id, tool_set_id,
+                 authorization_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )
         .and_then(|mut stmt| {
             stmt.execute(params![
@@ -131,6 +134,7 @@ impl SqliteStore {
                 capabilities_id,
                 instructions_id,
                 tool_set_id,
+                authorization_id,
             ])
         })
         .map_err(write_err("the observation"))?;

@@ -59,6 +59,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0008_inventories.sql"),
     include_str!("../migrations/0009_leases.sql"),
     include_str!("../migrations/0010_watcher_expiry.sql"),
+    include_str!("../migrations/0011_authorization.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -335,10 +336,10 @@ impl HistoryStore for SqliteStore {
         else {
             return Ok(None);
         };
-        let (server_info_id, capabilities_id, instructions_id) = self
+        let (server_info_id, capabilities_id, instructions_id, authorization_id) = self
             .conn
             .prepare_cached(
-                "SELECT server_info_id, capabilities_id, instructions_id
+                "SELECT server_info_id, capabilities_id, instructions_id, authorization_id
                  FROM observations WHERE id = ?1",
             )
             .and_then(|mut stmt| {
@@ -347,6 +348,7 @@ impl HistoryStore for SqliteStore {
                         row.get::<_, Option<i64>>(0)?,
                         row.get::<_, Option<i64>>(1)?,
                         row.get::<_, Option<i64>>(2)?,
+                        row.get::<_, Option<i64>>(3)?,
                     ))
                 })
             })
@@ -443,6 +445,7 @@ impl HistoryStore for SqliteStore {
             server_info: self.document(server_info_id)?,
             capabilities: self.document(capabilities_id)?,
             instructions,
+            authorization: self.document(authorization_id)?,
             tools,
             problems,
         }))
@@ -453,15 +456,35 @@ impl HistoryStore for SqliteStore {
         server: &str,
         before: Option<ObservationId>,
     ) -> Result<Option<ObservationSummary>, StoreError> {
-        let server_id = self.server_id(server)?;
-        let before = before.map_or(i64::MAX, |id| id.0);
-        let found = self.summaries(
-            &format!("the latest successful observation of server {server:?}"),
-            "o.server_id = ?1 AND o.id < ?2 AND o.outcome = 'ok'",
-            "ORDER BY o.id DESC LIMIT 1",
-            params![server_id, before],
-        )?;
-        Ok(found.into_iter().next())
+        self.latest_where(
+            server,
+            before,
+            "o.outcome = 'ok'",
+            "the latest successful observation",
+        )
+    }
+
+    fn latest_authorization(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        self.latest_where(
+            server,
+            before,
+            "o.authorization_id IS NOT NULL",
+            "the latest authorization metadata",
+        )
+    }
+
+    fn document_by_digest(&self, digest: &Digest) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT body FROM documents WHERE digest = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([&digest.as_bytes()[..]], |row| row.get(0))
+                    .optional()
+            })
+            .map_err(|source| self.read_err(format!("document {digest}"), source))
     }
 
     fn tool_version(&self, canonical: &Digest) -> Result<Option<Vec<u8>>, StoreError> {

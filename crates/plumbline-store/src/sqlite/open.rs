@@ -264,10 +264,12 @@ impl SqliteStore {
         let sql = format!(
             "SELECT o.id, s.name, o.started_at_ms, o.finished_at_ms, o.outcome, o.error,
                     o.protocol_version, ts.digest, ts.tool_count,
-                    (SELECT count(*) FROM observation_problems p WHERE p.observation_id = o.id)
+                    (SELECT count(*) FROM observation_problems p WHERE p.observation_id = o.id),
+                    ad.digest
              FROM observations o
              JOIN servers s ON s.id = o.server_id
              LEFT JOIN tool_sets ts ON ts.id = o.tool_set_id
+             LEFT JOIN documents ad ON ad.id = o.authorization_id
              WHERE {filter}
              {order_and_limit}"
         );
@@ -282,6 +284,26 @@ impl SqliteStore {
         rows.into_iter()
             .map(|row| row.into_summary(&self.path))
             .collect()
+    }
+
+    /// The server's latest observation before `before` (or overall) that
+    /// meets `condition` (SQL on `o`).
+    pub(super) fn latest_where(
+        &self,
+        server: &str,
+        before: Option<ObservationId>,
+        condition: &str,
+        what: &str,
+    ) -> Result<Option<ObservationSummary>, StoreError> {
+        let server_id = self.server_id(server)?;
+        let before = before.map_or(i64::MAX, |id| id.0);
+        let found = self.summaries(
+            &format!("{what} of server {server:?}"),
+            &format!("o.server_id = ?1 AND o.id < ?2 AND {condition}"),
+            "ORDER BY o.id DESC LIMIT 1",
+            rusqlite::params![server_id, before],
+        )?;
+        Ok(found.into_iter().next())
     }
 
     pub(super) fn document(&self, id: Option<i64>) -> Result<Option<Vec<u8>>, StoreError> {
@@ -313,5 +335,6 @@ fn read_summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
         tool_set: row.get(7)?,
         tool_count: row.get(8)?,
         problem_count: row.get(9)?,
+        authorization: row.get(10)?,
     })
 }

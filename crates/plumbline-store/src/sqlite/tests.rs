@@ -12,6 +12,7 @@ fn ok_observation(server: &str, tools: &[&str]) -> NewObservation {
         server_info: Some(br#"{"name":"demo","version":"1.0.0"}"#.to_vec()),
         capabilities: Some(br#"{"tools":{"listChanged":true}}"#.to_vec()),
         instructions: None,
+        authorization: None,
         tools: tools
             .iter()
             .map(|raw| crate::RawTool {

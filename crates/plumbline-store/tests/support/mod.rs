@@ -41,6 +41,7 @@ pub fn ok_observation(server: &str, at_ms: i64, tools: Vec<RawTool>) -> NewObser
         server_info: Some(br#"{"name":"example-server","version":"1.4.2"}"#.to_vec()),
         capabilities: Some(br#"{"tools":{"listChanged":true},"logging":{}}"#.to_vec()),
         instructions: Some("Use these tools to search the documentation.".to_owned()),
+        authorization: None,
         tools,
         problems: Vec::new(),
     }
@@ -59,6 +60,7 @@ pub fn failed_observation(server: &str, at_ms: i64, error: &str) -> NewObservati
         server_info: None,
         capabilities: None,
         instructions: None,
+        authorization: None,
         tools: Vec::new(),
         problems: Vec::new(),
     }
