@@ -378,3 +378,142 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+/// No token reaches anything a run writes or serves: after logging in,
+/// observing, pinning, checking with every report format, watching once,
+/// reading the log,
+/// and a client observing through `guard --listen` with its metrics
+/// served, neither the store (and its write-ahead log), nor the lock, the
+/// reports, the commands' output, the guard's log and store, nor its
+/// metrics hold any token the authorization server issued (the test
+/// server names every one `access-…` or `refresh-…`), nor `Bearer`; the
+/// token file is the one place they are, readable by its owner only.
+#[test]
+fn no_token_reaches_the_store_lock_reports_output_logs_or_metrics() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let tokens = d.join("tokens.json").display().to_string();
+    let env = [
+        ("PLUMBLINE_TOKENS", tokens.as_str()),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ];
+    let mut printed = String::new();
+    let mut run = |args: &[&str], code: i32| {
+        let out = plumbline_env(d, args, &env);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", text(&out));
+        printed.push_str(&text(&out));
+    };
+    run(&["login", "tickets"], 0);
+    run(&["observe", "--store", "p.db", "--format", "json"], 0);
+    run(&["observe", "--store", "p.db"], 0);
+    run(&["pin", "tickets"], 0);
+    run(
+        &[
+            "check",
+            "--format",
+            "json",
+            "--output",
+            "sarif=r.sarif",
+            "--output",
+            "markdown=r.md",
+            "--output",
+            "human=r.txt",
+        ],
+        0,
+    );
+    run(&["watch", "--once", "--store", "p.db"], 0);
+    run(&["log", "--store", "p.db", "--format", "json"], 0);
+
+    let guard = HttpGuard::start_with_env(
+        d,
+        &[
+            "--server",
+            "tickets",
+            "--lock",
+            "plumbline.lock",
+            "--store",
+            "g.db",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        &env,
+    );
+    std::fs::write(
+        d.join("through.toml"),
+        format!(
+            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
+            guard.url
+        ),
+    )
+    .unwrap();
+    let out = plumbline_env(
+        d,
+        &["observe", "--config", "through.toml", "--store", "o.db"],
+        &[("PLUMBLINE_TOKENS", d.join("none.json").to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    printed.push_str(&text(&out));
+    let metrics_url = {
+        let log = guard.log.lock().unwrap().clone();
+        log.split("metrics on ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no metrics address: {log}"))
+            .to_owned()
+    };
+    let (status, metrics) = common::http("GET", &metrics_url).unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    assert!(metrics.contains("plumbline_guard"), "{metrics}");
+    let guard_log = guard.log.lock().unwrap().clone();
+    drop(guard);
+
+    let kept = std::fs::read_to_string(&tokens).unwrap();
+    assert!(kept.contains("access-"), "the token file keeps the tokens");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let mut places: Vec<(String, Vec<u8>)> = vec![
+        ("the commands' output".into(), printed.into_bytes()),
+        ("the guard's log".into(), guard_log.into_bytes()),
+        ("the guard's metrics".into(), metrics.into_bytes()),
+    ];
+    for file in [
+        "p.db",
+        "p.db-wal",
+        "g.db",
+        "g.db-wal",
+        "o.db",
+        "o.db-wal",
+        "plumbline.lock",
+        "r.sarif",
+        "r.md",
+        "r.txt",
+    ] {
+        if let Ok(bytes) = std::fs::read(d.join(file)) {
+            places.push((file.to_owned(), bytes));
+        } else {
+            assert!(file.ends_with("-wal"), "{file} was not written");
+        }
+    }
+    for (place, bytes) in &places {
+        for secret in [&b"access-"[..], b"refresh-", b"Bearer"] {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret),
+                "{place} holds {:?}",
+                String::from_utf8_lossy(secret)
+            );
+        }
+    }
+}

@@ -315,6 +315,8 @@ impl HttpGuard {
             .spawn()
             .expect("the guard starts");
         let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        // What it said before, kept in the log too.
+        let mut before = String::new();
         let url = loop {
             let line = lines
                 .next()
@@ -323,8 +325,10 @@ impl HttpGuard {
             if let Some(rest) = line.strip_prefix("plumbline guard: listening on ") {
                 break rest.split_whitespace().next().expect("a URL").to_owned();
             }
+            before.push_str(&line);
+            before.push('\n');
         };
-        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(before));
         let sink = std::sync::Arc::clone(&log);
         std::thread::spawn(move || {
             for l in lines.map_while(Result::ok) {
