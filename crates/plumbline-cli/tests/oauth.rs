@@ -517,3 +517,37 @@ fn no_token_reaches_the_store_lock_reports_output_logs_or_metrics() {
         }
     }
 }
+
+/// `guard --listen --upstream URL` names no configured server, so it has
+/// no way to authorize: the upstream's 401 reaches the client, and the
+/// guard says once, on stderr, how to give it one.
+#[test]
+fn a_guard_with_only_an_upstream_url_says_how_to_authorize() {
+    let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let guard = HttpGuard::start_with_env(d, &["--upstream", &server.url, "--no-record"], &[]);
+    std::fs::write(
+        d.join("through.toml"),
+        format!(
+            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
+            guard.url
+        ),
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = plumbline_env(
+            d,
+            &["observe", "--config", "through.toml", "--store", "o.db"],
+            &[("PLUMBLINE_TOKENS", d.join("none.json").to_str().unwrap())],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    }
+    let log = guard.log.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("run the guard with --server NAME").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(server.oauth_counts()["authorizations"], 0);
+}

@@ -87,6 +87,9 @@ struct App {
     record: Mutex<Option<Recording>>,
     /// What the server said of itself in its last handshake reply.
     peer: Mutex<crate::stdio::Peer>,
+    /// Whether stderr was told that the upstream asks for an
+    /// authorization the guard was given no way to obtain.
+    told_unauthorized: std::sync::atomic::AtomicBool,
 }
 
 /// Serves until `stop` resolves.
@@ -110,6 +113,7 @@ pub async fn serve(
         loaded: Mutex::new(None),
         record: Mutex::new(recorder.map(Recording::start)),
         peer: Mutex::new(Default::default()),
+        told_unauthorized: Default::default(),
     });
     // A review (pin --update, an accept on the dashboard) re-judges every
     // session's last listing; a session whose allowed set changed is told.
@@ -445,6 +449,19 @@ async fn send_upstream(
             .send()
             .await?;
         let Some(auth) = &app.opts.upstream_auth else {
+            if response.status() == reqwest::StatusCode::UNAUTHORIZED
+                && !app
+                    .told_unauthorized
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                eprintln!(
+                    "plumbline guard: {}: the upstream server asks for authorization (HTTP 401), \
+                     which the guard does not pass on from its clients: name the server in \
+                     plumbline.toml and run the guard with --server NAME (it then authorizes \
+                     upstream, with the tokens `plumbline login NAME` keeps or a client's credentials)",
+                    for_terminal(&app.opts.server, false)
+                );
+            }
             return Ok(response);
         };
         let status = response.status();
@@ -1041,6 +1058,7 @@ mod tests {
             loaded: Mutex::new(None),
             record: Mutex::new(None),
             peer: Mutex::new(Default::default()),
+            told_unauthorized: Default::default(),
         }
     }
 
