@@ -202,6 +202,34 @@ impl Authorizer {
         st.tokens.as_ref().map(|t| t.access.clone())
     }
 
+    /// [`Authorizer::bearer`] in a task of its own. A caller that stops
+    /// waiting (its deadline passed, its client went away) would otherwise
+    /// cut a refresh short after the authorization server had spent the
+    /// old refresh token (rotation), and a person would have to log in
+    /// again; here the exchange completes and its tokens are kept for the
+    /// next request.
+    pub async fn bearer_detached(self: &std::sync::Arc<Self>) -> Option<String> {
+        let me = std::sync::Arc::clone(self);
+        tokio::spawn(async move { me.bearer().await })
+            .await
+            .unwrap_or(None)
+    }
+
+    /// [`Authorizer::refused`] in a task of its own, for the same reason
+    /// as [`Authorizer::bearer_detached`].
+    pub async fn refused_detached(
+        self: &std::sync::Arc<Self>,
+        server: &str,
+        status: u16,
+        www_authenticate: &[String],
+    ) -> Result<String, AuthError> {
+        let me = std::sync::Arc::clone(self);
+        let (server, www) = (server.to_owned(), www_authenticate.to_vec());
+        tokio::spawn(async move { me.refused(&server, status, &www).await })
+            .await
+            .unwrap_or_else(|e| Err(AuthError::Http(format!("the authorization stopped: {e}"))))
+    }
+
     /// A request with the token was accepted: the authorizations in a row
     /// start again from zero.
     pub async fn accepted(&self) {

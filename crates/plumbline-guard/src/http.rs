@@ -432,7 +432,7 @@ async fn send_upstream(
     let mut authorizations = 0;
     loop {
         if let Some(auth) = &app.opts.upstream_auth {
-            if let Some(token) = auth.0.bearer().await {
+            if let Some(token) = auth.0.bearer_detached().await {
                 if let Ok(mut value) =
                     reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
                 {
@@ -478,7 +478,7 @@ async fn send_upstream(
         let challenges = plumbline_mcp::auth::challenges_of(response.headers());
         if let Err(e) = auth
             .0
-            .refused(&app.opts.upstream, status.as_u16(), &challenges)
+            .refused_detached(&app.opts.upstream, status.as_u16(), &challenges)
             .await
         {
             eprintln!(

@@ -673,7 +673,7 @@ impl Transport for HttpTransport {
         let resp = loop {
             if let Some(auth) = self.auth.clone() {
                 // Renewing a token is part of the request: its deadline holds.
-                let token = timeout_at(deadline, auth.0.bearer())
+                let token = timeout_at(deadline, auth.0.bearer_detached())
                     .await
                     .map_err(|_| timeout_error("authorization", started, deadline))?;
                 if let Some(token) = token {
@@ -701,7 +701,8 @@ impl Transport for HttpTransport {
             drop(resp);
             let token = timeout_at(
                 deadline,
-                auth.0.refused(&self.url, status.as_u16(), &challenges),
+                auth.0
+                    .refused_detached(&self.url, status.as_u16(), &challenges),
             )
             .await
             .map_err(|_| timeout_error("authorization", started, deadline))?
