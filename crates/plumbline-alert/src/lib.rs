@@ -55,6 +55,9 @@ pub enum AlertKind {
     Failure,
     /// The server can be observed again after a failure.
     Recovery,
+    /// What the server publishes about its authorization (OAuth metadata)
+    /// changed.
+    Authorization,
 }
 
 /// One alert: everything one observation tells one channel. A drift alert
@@ -97,6 +100,11 @@ pub struct Alert {
     /// URL may be another server.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reached_differently: Vec<String>,
+    /// For an authorization alert: what changed, one line per field of
+    /// the resource or authorization server metadata, as the server
+    /// published it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub authorization: Vec<String>,
 }
 
 /// One changed tool within a drift alert.
@@ -189,6 +197,7 @@ impl Alert {
             link: None,
             taxonomy: Some(taxonomy),
             reached_differently: Vec::new(),
+            authorization: Vec::new(),
         }
     }
 
@@ -205,6 +214,15 @@ impl Alert {
         Alert::about(AlertKind::Recovery, server, observation)
     }
 
+    /// What the server publishes about its authorization changed, one
+    /// line per field.
+    pub fn authorization(server: &str, observation: i64, fields: Vec<String>) -> Alert {
+        Alert {
+            authorization: fields,
+            ..Alert::about(AlertKind::Authorization, server, observation)
+        }
+    }
+
     fn about(kind: AlertKind, server: &str, observation: i64) -> Alert {
         Alert {
             kind,
@@ -218,6 +236,7 @@ impl Alert {
             link: None,
             taxonomy: None,
             reached_differently: Vec::new(),
+            authorization: Vec::new(),
         }
     }
 
@@ -266,6 +285,10 @@ impl Alert {
                 for_terminal(self.error.as_deref().unwrap_or("unknown error"), false)
             ),
             AlertKind::Recovery => format!("{server}: observed again"),
+            AlertKind::Authorization => format!(
+                "{server}: what it publishes about its authorization changed: {}",
+                for_terminal(&self.authorization.join("; "), false)
+            ),
         }
     }
 

@@ -170,8 +170,9 @@ fn the_guard_relays_to_an_upstream_behind_oauth_with_the_kept_tokens() {
 
 /// What the server publishes about its authorization is recorded with
 /// each observation, and a change of it (scopes added to both documents)
-/// is drift of the server in `log`, human and JSON, and on the dashboard's
-/// pages and API; an unchanged document is no change.
+/// is drift of the server: one alert (to a channel that wants only
+/// CRITICAL tool drift too), in `log`, human and JSON, and on the
+/// dashboard's pages and API; an unchanged document is no change.
 #[test]
 fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dashboard() {
     let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
@@ -181,7 +182,7 @@ fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dash
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
-            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            "[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n\n[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
             server.url
         ),
     )
@@ -193,14 +194,31 @@ fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dash
     ];
     let out = plumbline_env(d, &["login", "tickets"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let observe = || {
-        let out = plumbline_env(d, &["observe", "--store", "p.db"], &env);
+    // Observed by a watcher, which alerts to standard output.
+    let mut alerts = String::new();
+    let mut observe = || {
+        let out = plumbline_env(d, &["watch", "--once", "--store", "p.db"], &env);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        alerts.push_str(&String::from_utf8_lossy(&out.stdout));
     };
     observe();
     observe();
     server.publish_scopes(&["mcp:read", "mcp:admin"]);
     observe();
+    let alerts: Vec<serde_json::Value> = alerts
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0]["kind"], "authorization");
+    assert_eq!(
+        alerts[0]["authorization"],
+        serde_json::json!([
+            "resource metadata scopes_supported: +mcp:admin",
+            "authorization server scopes_supported: +mcp:admin"
+        ])
+    );
 
     let out = plumbline_env(d, &["log", "--store", "p.db", "--format", "json"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -10,7 +10,12 @@
 //!   (or that is new, for review, or unreadable: what cannot be graded
 //!   fails closed); removed tools are alerted to channels that want LOW
 //!   (a removal is not graded);
-//! - each decision carries a key (`drift`, `failure`, `recovery`) that,
+//! - a change of what the server publishes about its authorization (a new
+//!   issuer, scopes, an endpoint moved: [`crate::read::authorization_change`])
+//!   alerts every channel once per observation, like a failure: it is
+//!   not a tool's drift and has no severity;
+//! - each decision carries a key (`drift`, `failure`, `recovery`,
+//!   `authorization`) that,
 //!   with the observation and channel, the outbox keeps unique, so an
 //!   observation examined again (after a restart) never alerts twice.
 
@@ -37,6 +42,9 @@ pub enum Notice<'a> {
     Recovery,
     /// The changed tools the channel wants, in the drift's order.
     Drift { tools: Vec<&'a ToolDrift> },
+    /// What the server publishes about its authorization changed: one
+    /// line per field ([`crate::read::FieldChange::describe`]).
+    Authorization { fields: Vec<String> },
 }
 
 impl Notice<'_> {
@@ -46,6 +54,7 @@ impl Notice<'_> {
             Notice::Failure { .. } => "failure",
             Notice::Recovery => "recovery",
             Notice::Drift { .. } => "drift",
+            Notice::Authorization { .. } => "authorization",
         }
     }
 }
@@ -106,6 +115,21 @@ pub fn decide<'a>(
             channel,
             notice: Notice::Recovery,
         }));
+    }
+    if let Some(summary) = store.observation_summary(recorded.observation)? {
+        if let Some(change) = crate::read::authorization_change(store, &summary)? {
+            let fields: Vec<String> = change
+                .fields
+                .iter()
+                .map(crate::read::FieldChange::describe)
+                .collect();
+            out.extend(channels.iter().map(|channel| Decision {
+                channel,
+                notice: Notice::Authorization {
+                    fields: fields.clone(),
+                },
+            }));
+        }
     }
     for channel in channels {
         let tools = alerted(recorded, channel.min_severity);

@@ -37,6 +37,9 @@ pub fn enqueue(
             let mut alert = match &decision.notice {
                 Notice::Failure { error } => Alert::failure(&r.server, r.observation.0, error),
                 Notice::Recovery => Alert::recovery(&r.server, r.observation.0),
+                Notice::Authorization { fields } => {
+                    Alert::authorization(&r.server, r.observation.0, fields.clone())
+                }
                 Notice::Drift { tools } => {
                     Alert::drift(&r.server, r.observation.0, tools.iter().copied(), taxonomy)
                 }
