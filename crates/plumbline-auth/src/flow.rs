@@ -393,6 +393,9 @@ impl Authorizer {
         };
         st.issuer = Some(k.issuer.clone());
         st.resource = Some(k.resource.clone());
+        if st.resource_metadata_url.is_none() {
+            st.resource_metadata_url = k.resource_metadata_url.clone();
+        }
         // A configured client is the configuration's (its secret as the
         // environment has it now); a registered one is the file's.
         st.registration = if self.settings.client_id.is_some() {
@@ -458,6 +461,7 @@ impl Authorizer {
                 }),
                 scopes: t.scopes.clone(),
                 resource: resource.clone(),
+                resource_metadata_url: st.resource_metadata_url.clone(),
             }),
             _ => None,
         };

@@ -275,7 +275,8 @@ pub async fn server_metadata(http: &Http, issuer: &str) -> Result<ServerMetadata
 /// `{"resource_metadata": …, "authorization_server": …}`, its protected
 /// resource metadata (from the URL its challenge named, else the
 /// well-known ones) and the metadata of the first authorization server
-/// that names (`null` when it names none or has none), each object as
+/// that names (`null` when it names none, has none, or the document
+/// describes another resource), each object as
 /// served. Nothing is refused here that the flow would refuse (a foreign
 /// `resource`, an issuer that does not match, no S256): the record shows
 /// what changed, and the flow still refuses it when it authorizes.
@@ -305,11 +306,18 @@ pub async fn published(
                 .join(" or ")
         )));
     };
+    // A document about another resource is recorded, but the server it
+    // names is not asked (no request to a host a foreign document chose).
+    let about_this = resource
+        .get("resource")
+        .and_then(Value::as_str)
+        .is_some_and(|r| resource_matches(r, server));
     let issuer = resource
         .get("authorization_servers")
         .and_then(Value::as_array)
         .and_then(<[Value]>::first)
         .and_then(Value::as_str)
+        .filter(|_| about_this)
         .map(str::to_owned);
     let mut authorization_server = Value::Null;
     if let Some(issuer) = issuer {

@@ -35,6 +35,11 @@ pub struct Kept {
     pub scopes: Vec<String>,
     /// The resource the tokens are for (RFC 8707).
     pub resource: String,
+    /// Where the server's challenge said its protected resource metadata
+    /// is, when it named a place: read there again later, when there is
+    /// no challenge to say so (the record of what it publishes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_metadata_url: Option<String>,
 }
 
 impl std::fmt::Debug for Kept {

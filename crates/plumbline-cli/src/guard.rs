@@ -363,6 +363,22 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         .server
         .as_ref()
         .and_then(|s| config.as_ref().and_then(|c| c.servers.get(s)));
+    // What to say when the upstream asks for an authorization the guard
+    // has no way to obtain.
+    let unauthorized_hint = match (&args.upstream, configured) {
+        (Some(_), Some(_)) => Some(
+            "--upstream replaces the configured server's address and authorization: \
+             drop --upstream to have the guard authorize upstream"
+                .to_owned(),
+        ),
+        (Some(_), None) => Some(
+            "name the server in plumbline.toml and run the guard with --server NAME (it then \
+             authorizes upstream, with the tokens `plumbline login NAME` keeps or a client's \
+             credentials)"
+                .to_owned(),
+        ),
+        (None, _) => None,
+    };
     let (upstream, headers, upstream_auth) = match (&args.upstream, configured) {
         (Some(url), _) => (url.clone(), Vec::new(), None),
         (None, Some(c)) => match c
@@ -418,6 +434,7 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         upstream,
         upstream_headers: headers,
         upstream_auth,
+        unauthorized_hint,
         policy: policy_of(args)?,
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,

@@ -194,6 +194,18 @@ fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dash
     ];
     let out = plumbline_env(d, &["login", "tickets"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Where the challenge said the resource metadata is, kept for the
+    // runs that meet no challenge.
+    let kept = std::fs::read_to_string(d.join("tokens.json")).unwrap();
+    assert!(
+        kept.contains(&format!(
+            "\"resource_metadata_url\": \"{}\"",
+            server
+                .url
+                .replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        )),
+        "{kept}"
+    );
     // Observed by a watcher, which alerts to standard output.
     let mut alerts = String::new();
     let mut observe = || {
@@ -349,6 +361,17 @@ fn a_watcher_renews_short_lived_tokens_and_alerts_once_when_a_login_is_needed() 
     let counts = server.oauth_counts();
     assert_eq!(counts["authorizations"], 1, "{counts}");
     assert!(counts["refreshes"].as_u64().unwrap() >= 2, "{counts}");
+    // The watcher's sessions record what the server publishes about its
+    // authorization too: a scope published now is a change.
+    server.publish_scopes(&["mcp:write"]);
+    let seen = until("the authorization change", &|r| {
+        r.iter().any(|o| o.get("authorization").is_some())
+    });
+    let change = seen.iter().find_map(|o| o.get("authorization")).unwrap();
+    assert_eq!(
+        change["fields"][0]["field"], "scopes_supported",
+        "{change:#}"
+    );
 
     server.revoke_tokens();
     let failed = |r: &[serde_json::Value]| r.iter().filter(|o| o["outcome"] == "failed").count();
@@ -366,6 +389,11 @@ fn a_watcher_renews_short_lived_tokens_and_alerts_once_when_a_login_is_needed() 
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let changed: Vec<_> = alerts
+        .iter()
+        .filter(|a| a["kind"] == "authorization")
+        .collect();
+    assert_eq!(changed.len(), 1, "{alerts:#?}");
     let failures: Vec<_> = alerts.iter().filter(|a| a["kind"] == "failure").collect();
     assert_eq!(failures.len(), 1, "{alerts:#?}");
     assert!(
@@ -561,11 +589,15 @@ fn a_guard_with_only_an_upstream_url_says_how_to_authorize() {
         );
         assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     }
+    // The guard's stderr is read by a thread of the test: give it a moment.
+    let hint = "run the guard with --server NAME";
+    for _ in 0..100 {
+        if guard.log.lock().unwrap().contains(hint) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let log = guard.log.lock().unwrap().clone();
-    assert_eq!(
-        log.matches("run the guard with --server NAME").count(),
-        1,
-        "{log}"
-    );
+    assert_eq!(log.matches(hint).count(), 1, "{log}");
     assert_eq!(server.oauth_counts()["authorizations"], 0);
 }

@@ -47,6 +47,9 @@ pub struct Options {
     /// request, and a refusal (401, 403 `insufficient_scope`) is answered
     /// with a new one and the request again.
     pub upstream_auth: Option<plumbline_mcp::Auth>,
+    /// Without `upstream_auth`: what stderr says, once, when the upstream
+    /// answers 401 (how to give the guard a way to authorize).
+    pub unauthorized_hint: Option<String>,
     pub policy: Policy,
     pub classifier: Classifier,
     pub limits: Limits,
@@ -449,18 +452,18 @@ async fn send_upstream(
             .send()
             .await?;
         let Some(auth) = &app.opts.upstream_auth else {
-            if response.status() == reqwest::StatusCode::UNAUTHORIZED
-                && !app
-                    .told_unauthorized
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                eprintln!(
-                    "plumbline guard: {}: the upstream server asks for authorization (HTTP 401), \
-                     which the guard does not pass on from its clients: name the server in \
-                     plumbline.toml and run the guard with --server NAME (it then authorizes \
-                     upstream, with the tokens `plumbline login NAME` keeps or a client's credentials)",
-                    for_terminal(&app.opts.server, false)
-                );
+            if let Some(hint) = &app.opts.unauthorized_hint {
+                if response.status() == reqwest::StatusCode::UNAUTHORIZED
+                    && !app
+                        .told_unauthorized
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    eprintln!(
+                        "plumbline guard: {}: the upstream server asks for authorization \
+                         (HTTP 401), which the guard does not pass on from its clients: {hint}",
+                        for_terminal(&app.opts.server, false)
+                    );
+                }
             }
             return Ok(response);
         };
@@ -1045,6 +1048,7 @@ mod tests {
                 upstream: "http://127.0.0.1:1/mcp".into(),
                 upstream_headers: Vec::new(),
                 upstream_auth: None,
+                unauthorized_hint: None,
                 policy: Policy::default(),
                 classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
                 limits: Limits::default(),

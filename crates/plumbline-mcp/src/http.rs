@@ -191,9 +191,12 @@ pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listi
 }
 
 /// Adds to a listing what its server publishes about its authorization,
-/// or the problem of reading it; within the listing's time bound.
+/// or the problem of reading it. Bounded by the handshake's timeout, on
+/// top of the listing's own (two small documents; a server that hangs on
+/// them costs one such bound).
 pub(crate) async fn published(auth: &Auth, url: &str, limits: &Limits, listing: &mut Listing) {
-    match tokio::time::timeout(limits.list_timeout, auth.0.published(url)).await {
+    let bound = limits.initialize_timeout;
+    match tokio::time::timeout(bound, auth.0.published(url)).await {
         Ok(Ok(document)) => listing.authorization = document,
         Ok(Err(e)) => listing
             .problems
@@ -203,7 +206,7 @@ pub(crate) async fn published(auth: &Auth, url: &str, limits: &Limits, listing: 
         Err(_) => listing
             .problems
             .push(ListingProblem::AuthorizationMetadata {
-                error: format!("no answer within {:?}", limits.list_timeout),
+                error: format!("no answer within {bound:?}"),
             }),
     }
 }
@@ -300,6 +303,14 @@ impl HttpTransport {
             max: limits.max_message_bytes,
             auth: spec.auth.clone(),
         })
+    }
+
+    /// [`published`] for this transport's server, when it has an
+    /// authorization.
+    pub(crate) async fn add_published(&self, limits: &Limits, listing: &mut Listing) {
+        if let Some(auth) = &self.auth {
+            published(auth, &self.url, limits, listing).await;
+        }
     }
 
     /// Sends `Authorization: Bearer` with every request from now on (the

@@ -90,7 +90,14 @@ impl Session {
     /// Lists every tool now.
     pub async fn list(&mut self) -> Result<Listing, ListError> {
         let (hs, limits) = (&self.handshake, &self.limits);
-        with_transport!(&mut self.connection, t => protocol::relist(t, hs, limits).await)
+        let mut listing =
+            with_transport!(&mut self.connection, t => protocol::relist(t, hs, limits).await)?;
+        // With what a server behind OAuth publishes about its
+        // authorization now, as a one-off listing has it.
+        if let Connection::Http(t) = &self.connection {
+            t.add_published(limits, &mut listing).await;
+        }
+        Ok(listing)
     }
 
     /// Calls tool `name` with `arguments` and returns the result as sent,

@@ -102,17 +102,25 @@ pub fn authorization_change(
     if previous.authorization == Some(digest) {
         return Ok(None);
     }
-    let read = |d: Option<Digest>| -> Result<Vec<u8>, Failure> {
-        let d = d.expect("a summary found by its authorization document names it");
-        store.document_by_digest(&d)?.ok_or_else(|| {
+    let read = |d: Option<Digest>, id: ObservationId| -> Result<Vec<u8>, Failure> {
+        let missing = |detail: String| {
             Failure::Store(plumbline_store::StoreError::Corrupt {
                 path: std::path::PathBuf::new(),
-                detail: format!("the authorization document {d} is missing"),
+                detail,
             })
-        })
+        };
+        // Found by its document, so it names one, unless the store lost it.
+        let d = d.ok_or_else(|| {
+            missing(format!(
+                "observation {id} names an authorization document that is missing"
+            ))
+        })?;
+        store
+            .document_by_digest(&d)?
+            .ok_or_else(|| missing(format!("the authorization document {d} is missing")))
     };
-    let before = read(previous.authorization)?;
-    let after = read(Some(digest))?;
+    let before = read(previous.authorization, previous.id)?;
+    let after = read(Some(digest), summary.id)?;
     Ok(Some(AuthorizationChange {
         previous: previous.id,
         fields: field_changes(&before, &after),
