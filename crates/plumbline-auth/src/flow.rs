@@ -297,6 +297,7 @@ impl Authorizer {
                 )));
             }
         }
+        let as_metadata = metadata::server_metadata(&self.http, &issuer).await?;
         if st.issuer.as_deref() != Some(issuer.as_str()) {
             // Another authorization server: nothing of the old one's
             // (its client id, its tokens) goes to the new one.
@@ -304,7 +305,6 @@ impl Authorizer {
             st.tokens = None;
             st.issuer = Some(issuer.clone());
         }
-        let as_metadata = metadata::server_metadata(&self.http, &issuer).await?;
         let scopes = self.scopes(
             &challenge,
             &resource,
@@ -316,7 +316,11 @@ impl Authorizer {
         st.resource = Some(resource.resource.clone());
         let tokens = match self.settings.grant {
             Grant::ClientCredentials => {
-                self.client_credentials(&as_metadata, &resource.resource, &scopes)
+                // The configured client (no request): kept with the tokens
+                // (its secret never is), so the next process uses them.
+                let registration = self.register(&as_metadata, DEFAULT_REDIRECT).await?;
+                st.registration = Some(registration.clone());
+                self.client_credentials(&as_metadata, &registration, &resource.resource, &scopes)
                     .await?
             }
             Grant::AuthorizationCode => {
@@ -341,7 +345,7 @@ impl Authorizer {
                             .port();
                         (Some(listener), format!("http://127.0.0.1:{port}/callback"))
                     }
-                    _ => (None, self.redirect_uri().to_owned()),
+                    _ => (None, DEFAULT_REDIRECT.to_owned()),
                 };
                 let registration = match &st.registration {
                     Some(r) => r.clone(),
@@ -541,14 +545,7 @@ impl Authorizer {
         scopes
     }
 
-    /// The redirect URI registered and sent where no browser takes part.
-    fn redirect_uri(&self) -> &str {
-        DEFAULT_REDIRECT
-    }
-
-    /// This client at `server`: pre-registered (configured), else a
-    /// Client ID Metadata Document where it is supported, else dynamic
-    /// registration (RFC 7591).
+    /// A person must log in at `server`: the error, naming the command.
     fn login_required(&self, server: &ServerMetadata) -> AuthError {
         AuthError::LoginRequired(format!(
             "{} asks a person to authorize{}",
@@ -561,6 +558,9 @@ impl Authorizer {
         ))
     }
 
+    /// This client at `server`: pre-registered (configured), else a
+    /// Client ID Metadata Document where it is supported, else dynamic
+    /// registration (RFC 7591).
     async fn register(
         &self,
         server: &ServerMetadata,
@@ -797,19 +797,19 @@ impl Authorizer {
     async fn client_credentials(
         &self,
         server: &ServerMetadata,
+        registration: &Registration,
         resource: &str,
         scopes: &[String],
     ) -> Result<Tokens, AuthError> {
-        let registration = self.register(server, self.redirect_uri()).await?;
         let client: TokenClient = with_secret(
             BasicClient::new(ClientId::new(registration.client_id.clone()))
                 .set_token_uri(Self::token_endpoint(server)?),
-            &registration,
+            registration,
         );
         let mut request = client
             .exchange_client_credentials()
             .add_extra_param("resource", resource.to_owned());
-        if let Some(jwt) = self.assertion(&registration, server)? {
+        if let Some(jwt) = self.assertion(registration, server)? {
             request = request
                 .add_extra_param("client_assertion_type", crate::jwt::ASSERTION_TYPE)
                 .add_extra_param("client_assertion", jwt);
@@ -851,7 +851,7 @@ impl Authorizer {
         // A configured client is taken from the configuration (no request).
         if st.registration.is_none() && self.settings.client_id.is_some() {
             if let Some(server) = &st.server {
-                st.registration = Some(self.register(server, self.redirect_uri()).await?);
+                st.registration = Some(self.register(server, DEFAULT_REDIRECT).await?);
             }
         }
         let (Some(server), Some(registration), Some(resource)) = (
@@ -876,7 +876,7 @@ impl Authorizer {
         let Some(old) = st.tokens.as_ref().and_then(|t| t.refresh.clone()) else {
             return Err(AuthError::LoginRequired("no refresh token".to_owned()));
         };
-        let client = self.code_client(&server, &registration, self.redirect_uri())?;
+        let client = self.code_client(&server, &registration, DEFAULT_REDIRECT)?;
         let refresh = RefreshToken::new(old.clone());
         let mut request = client
             .exchange_refresh_token(&refresh)

@@ -180,6 +180,15 @@ fn fares_the_same(
     failures: &str,
     differences: &str,
 ) {
+    // For the record (run with --nocapture): how each way fared.
+    let passed = |run: &BTreeMap<String, bool>| run.values().filter(|ok| **ok).count();
+    eprintln!(
+        "{failures}: directly {} of {} scenarios passed, through the guard {} of {}",
+        passed(direct),
+        direct.len(),
+        passed(through),
+        through.len()
+    );
     let expected: BTreeSet<String> = listed(failures).into_keys().collect();
     let failing: BTreeSet<String> = direct
         .iter()
