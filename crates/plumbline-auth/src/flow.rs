@@ -996,7 +996,7 @@ fn token_error(
             }
         }
         RequestTokenError::Request(e) => AuthError::Http(match e {
-            HttpClientError::Reqwest(e) => crate::http::describe(&e),
+            HttpClientError::Reqwest(e) => crate::http::describe(*e),
             other => excerpt(other.to_string().as_bytes(), 200),
         }),
         RequestTokenError::Parse(e, _) => AuthError::Token(format!(

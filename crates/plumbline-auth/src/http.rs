@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Once;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use oauth2::{AsyncHttpClient, HttpClientError, HttpRequest, HttpResponse};
@@ -32,16 +32,26 @@ pub struct Answer {
 }
 
 impl Http {
+    /// One reqwest client per connect timeout for the whole process: every
+    /// HTTP server of a configuration gets an Authorizer (and a watcher a
+    /// new one per observation), and building a client reads the system's
+    /// certificates; the pool is shared, as plumbline-mcp's is.
     pub fn new(connect_timeout: Duration, timeout: Duration) -> Result<Http, AuthError> {
-        static PROVIDER: Once = Once::new();
-        PROVIDER.call_once(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        });
+        static CLIENTS: Mutex<Vec<(Duration, reqwest::Client)>> = Mutex::new(Vec::new());
+        let mut clients = CLIENTS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, client)) = clients.iter().find(|(t, _)| *t == connect_timeout) {
+            return Ok(Http {
+                client: client.clone(),
+                timeout,
+            });
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| AuthError::Http(describe(&e)))?;
+            .map_err(|e| AuthError::Http(describe(e)))?;
+        clients.push((connect_timeout, client.clone()));
         Ok(Http { client, timeout })
     }
 
@@ -74,7 +84,7 @@ impl Http {
             let response = request
                 .send()
                 .await
-                .map_err(|e| AuthError::Http(format!("{}: {}", shown_url(url), describe(&e))))?;
+                .map_err(|e| AuthError::Http(format!("{}: {}", shown_url(url), chain(e))))?;
             let status = response.status().as_u16();
             let location = response
                 .headers()
@@ -105,7 +115,7 @@ async fn read_body(mut response: reqwest::Response, url: &str) -> Result<Vec<u8>
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| AuthError::Http(format!("{}: {}", shown_url(url), describe(&e))))?
+        .map_err(|e| AuthError::Http(format!("{}: {}", shown_url(url), chain(e))))?
     {
         if out.len() + chunk.len() > MAX_BODY {
             return Err(AuthError::Http(format!(
@@ -125,20 +135,19 @@ pub fn shown_url(url: &str) -> String {
     excerpt(plumbline_base::redact::redact_url(cut).as_bytes(), 200)
 }
 
-/// A reqwest error with its causes, its URL shown without a query (a
-/// code or state may be in it).
-pub fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    if let Some(url) = e.url() {
-        text = text.replace(url.as_str(), &shown_url(url.as_str()));
+/// A reqwest error with its causes, its URL first and shown without a
+/// query (a code or state may be in it).
+pub(crate) fn describe(e: reqwest::Error) -> String {
+    match e.url().map(|u| shown_url(u.as_str())) {
+        Some(url) => format!("{url}: {}", chain(e)),
+        None => chain(e),
     }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+}
+
+/// A reqwest error's causes ([`plumbline_base::error_chain`]) without its
+/// URL, which the message names already.
+fn chain(e: reqwest::Error) -> String {
+    plumbline_base::error_chain(&e.without_url())
 }
 
 /// `oauth2`'s token requests go through [`Http`]: its client (no

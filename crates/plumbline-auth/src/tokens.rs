@@ -111,12 +111,10 @@ impl TokenFile {
                 )));
             }
         }
-        if meta.len() > MAX_BYTES {
-            return Err(fail(format!("larger than {MAX_BYTES} bytes")));
-        }
-        let text = std::fs::read(&self.path).map_err(|e| fail(e.to_string()))?;
-        // Never echo the file: it holds tokens.
-        serde_json::from_slice(&text).map_err(|e| fail(format!("unreadable at line {}", e.line())))
+        // Bounded, a regular file only, and never quoted: it holds tokens.
+        let text = plumbline_base::file::read_file(&self.path, MAX_BYTES)
+            .map_err(|e| AuthError::Configuration(format!("token file: {e:#}")))?;
+        serde_json::from_str(&text).map_err(|e| fail(format!("unreadable at line {}", e.line())))
     }
 
     /// What is kept for `server`.
