@@ -219,13 +219,12 @@ impl Authorizer {
     /// as [`Authorizer::bearer_detached`].
     pub async fn refused_detached(
         self: &std::sync::Arc<Self>,
-        server: &str,
         status: u16,
         www_authenticate: &[String],
     ) -> Result<String, AuthError> {
         let me = std::sync::Arc::clone(self);
-        let (server, www) = (server.to_owned(), www_authenticate.to_vec());
-        tokio::spawn(async move { me.refused(&server, status, &www).await })
+        let www = www_authenticate.to_vec();
+        tokio::spawn(async move { me.refused(status, &www).await })
             .await
             .unwrap_or_else(|e| Err(AuthError::Http(format!("the authorization stopped: {e}"))))
     }
@@ -236,15 +235,16 @@ impl Authorizer {
         self.state.lock().await.in_a_row = 0;
     }
 
-    /// The server at `server` refused a request with `status` (401 or 403)
-    /// and these `WWW-Authenticate` values: obtains a new access token to
-    /// retry with, by refreshing, or else by a new authorization.
+    /// The server (`Settings::server`) refused a request with `status`
+    /// (401 or 403) and these `WWW-Authenticate` values: obtains a new
+    /// access token to retry with, by refreshing, or else by a new
+    /// authorization.
     pub async fn refused(
         &self,
-        server: &str,
         status: u16,
         www_authenticate: &[String],
     ) -> Result<String, AuthError> {
+        let server = self.settings.server.as_str();
         let challenge = parse(www_authenticate.iter().map(String::as_str)).unwrap_or_default();
         let step_up = status == 403 && challenge.error.as_deref() == Some("insufficient_scope");
         if status == 403 && !step_up {
@@ -472,20 +472,21 @@ impl Authorizer {
         file.put(&self.settings.server, kept).map(|_| ())
     }
 
-    /// What the server at `server` publishes about its authorization
-    /// now ([`metadata::published`]), when authorization is in play for
-    /// it: it asked for one in this process, or tokens are kept for it.
-    /// `Ok(None)` for a server that never asked (nothing is fetched).
-    pub async fn published(&self, server: &str) -> Result<Option<Vec<u8>>, AuthError> {
+    /// What the server publishes about its authorization now
+    /// ([`metadata::published`]), when authorization is in play for it:
+    /// it asked for one in this process, or tokens are kept for it (both
+    /// leave an issuer). `Ok(None)` for a server that never asked (nothing
+    /// is fetched).
+    pub async fn published(&self) -> Result<Option<Vec<u8>>, AuthError> {
         let named = {
             let mut st = self.state.lock().await;
             self.load(&mut st);
-            if st.tokens.is_none() && st.issuer.is_none() && st.resource_metadata_url.is_none() {
+            if st.issuer.is_none() && st.resource_metadata_url.is_none() {
                 return Ok(None);
             }
             st.resource_metadata_url.clone()
         };
-        metadata::published(&self.http, server, named.as_deref())
+        metadata::published(&self.http, &self.settings.server, named.as_deref())
             .await
             .map(Some)
     }

@@ -152,18 +152,15 @@ async fn client_credentials_tokens_are_kept_for_the_next_process_without_the_sec
         issuer: Some(base.clone()),
         grant: plumbline_auth::Grant::ClientCredentials,
         token_file: Some(TokenFile::at(path.clone())),
-        server: "srv".to_owned(),
+        server: format!("{base}/mcp"),
         ..Settings::default()
     };
     let auth =
         Authorizer::new(settings(), Duration::from_secs(5), Duration::from_secs(10)).unwrap();
-    let token = auth
-        .refused(&format!("{base}/mcp"), 401, &[])
-        .await
-        .unwrap();
+    let token = auth.refused(401, &[]).await.unwrap();
     assert_eq!(token, "machine-1");
     let kept = TokenFile::at(path.clone())
-        .get("srv")
+        .get(&format!("{base}/mcp"))
         .unwrap()
         .expect("kept");
     assert_eq!(kept.access_token, "machine-1");

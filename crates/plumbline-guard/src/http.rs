@@ -435,13 +435,13 @@ async fn send_upstream(
     let mut authorizations = 0;
     loop {
         if let Some(auth) = &app.opts.upstream_auth {
-            if let Some(token) = auth.0.bearer_detached().await {
-                if let Ok(mut value) =
-                    reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
-                {
-                    value.set_sensitive(true);
-                    headers.insert(reqwest::header::AUTHORIZATION, value);
-                }
+            if let Some(value) = auth
+                .0
+                .bearer_detached()
+                .await
+                .and_then(|t| plumbline_mcp::Auth::header(&t))
+            {
+                headers.insert(reqwest::header::AUTHORIZATION, value);
             }
         }
         let response = app
@@ -472,18 +472,14 @@ async fn send_upstream(
             auth.0.accepted().await;
             return Ok(response);
         }
-        let refused =
-            status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN;
-        if !refused || authorizations == 3 {
+        if !plumbline_mcp::Auth::refusal(status)
+            || authorizations == plumbline_mcp::AUTHORIZATIONS_PER_REQUEST
+        {
             return Ok(response);
         }
         authorizations += 1;
         let challenges = plumbline_mcp::auth::challenges_of(response.headers());
-        if let Err(e) = auth
-            .0
-            .refused_detached(&app.opts.upstream, status.as_u16(), &challenges)
-            .await
-        {
+        if let Err(e) = auth.0.refused_detached(status.as_u16(), &challenges).await {
             eprintln!(
                 "plumbline guard: {}: the upstream server needs authorization: {e}",
                 app.opts.server

@@ -55,9 +55,26 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+impl Auth {
+    /// `Authorization: Bearer TOKEN`, marked sensitive.
+    pub fn header(token: &str) -> Option<HeaderValue> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+
+    /// Whether an answer with `status` is a refusal a new authorization
+    /// may answer (401; 403, which the Authorizer takes up only for
+    /// `insufficient_scope`).
+    pub fn refusal(status: StatusCode) -> bool {
+        status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
+    }
+}
+
 /// Authorizations one request may go through before its refusal stands
-/// (a server that refuses every token would otherwise loop).
-const AUTHORIZATIONS_PER_REQUEST: u32 = 3;
+/// (a server that refuses every token would otherwise loop): for the
+/// client's requests and the guard's alike.
+pub const AUTHORIZATIONS_PER_REQUEST: u32 = 3;
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -183,32 +200,11 @@ const REQUEST_RESUMPTIONS: u32 = 5;
 pub(crate) async fn list_tools(spec: &HttpSpec, limits: &Limits) -> Result<Listing, ListError> {
     let mut t = HttpTransport::new(spec, limits, &HttpClient::new(limits)?)?;
     let mut result = protocol::list(&mut t, limits).await;
+    if let Ok(listing) = &mut result {
+        t.add_published(limits, listing).await;
+    }
     t.shutdown().await;
-    if let (Ok(listing), Some(auth)) = (&mut result, &spec.auth) {
-        published(auth, &spec.url, limits, listing).await;
-    }
     result
-}
-
-/// Adds to a listing what its server publishes about its authorization,
-/// or the problem of reading it. Bounded by the handshake's timeout, on
-/// top of the listing's own (two small documents; a server that hangs on
-/// them costs one such bound).
-pub(crate) async fn published(auth: &Auth, url: &str, limits: &Limits, listing: &mut Listing) {
-    let bound = limits.initialize_timeout;
-    match tokio::time::timeout(bound, auth.0.published(url)).await {
-        Ok(Ok(document)) => listing.authorization = document,
-        Ok(Err(e)) => listing
-            .problems
-            .push(ListingProblem::AuthorizationMetadata {
-                error: e.to_string(),
-            }),
-        Err(_) => listing
-            .problems
-            .push(ListingProblem::AuthorizationMetadata {
-                error: format!("no answer within {bound:?}"),
-            }),
-    }
 }
 
 pub(crate) fn extra_headers(spec: &HttpSpec) -> Result<HeaderMap, ListError> {
@@ -305,19 +301,30 @@ impl HttpTransport {
         })
     }
 
-    /// [`published`] for this transport's server, when it has an
-    /// authorization.
+    /// Adds to a listing what a server behind OAuth publishes about its
+    /// authorization, or the problem of reading it. Bounded by the
+    /// handshake's timeout, on top of the listing's own (two small
+    /// documents; a server that hangs on them costs one such bound).
     pub(crate) async fn add_published(&self, limits: &Limits, listing: &mut Listing) {
-        if let Some(auth) = &self.auth {
-            published(auth, &self.url, limits, listing).await;
-        }
+        let Some(auth) = &self.auth else { return };
+        let bound = limits.initialize_timeout;
+        let problem = match tokio::time::timeout(bound, auth.0.published()).await {
+            Ok(Ok(document)) => {
+                listing.authorization = document;
+                return;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {bound:?}"),
+        };
+        listing
+            .problems
+            .push(ListingProblem::AuthorizationMetadata { error: problem });
     }
 
     /// Sends `Authorization: Bearer` with every request from now on (the
     /// GET stream and answers to the server included).
     fn use_token(&mut self, token: &str) {
-        if let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {token}")) {
-            value.set_sensitive(true);
+        if let Some(value) = Auth::header(token) {
             self.headers.insert(reqwest::header::AUTHORIZATION, value);
         }
     }
@@ -703,8 +710,7 @@ impl Transport for HttpTransport {
                 auth.0.accepted().await;
                 break resp;
             }
-            let refused = status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN;
-            if !refused || authorizations == AUTHORIZATIONS_PER_REQUEST {
+            if !Auth::refusal(status) || authorizations == AUTHORIZATIONS_PER_REQUEST {
                 break resp;
             }
             authorizations += 1;
@@ -712,8 +718,7 @@ impl Transport for HttpTransport {
             drop(resp);
             let token = timeout_at(
                 deadline,
-                auth.0
-                    .refused_detached(&self.url, status.as_u16(), &challenges),
+                auth.0.refused_detached(status.as_u16(), &challenges),
             )
             .await
             .map_err(|_| timeout_error("authorization", started, deadline))?

@@ -30,7 +30,7 @@ pub use environment::{
     is_valid_name as is_valid_env_name, DEFAULT_INHERITED,
 };
 pub use error::{Ended, ListError};
-pub use http::{Auth, HttpClient, HttpSpec};
+pub use http::{Auth, HttpClient, HttpSpec, AUTHORIZATIONS_PER_REQUEST};
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
 pub use session::Session;
