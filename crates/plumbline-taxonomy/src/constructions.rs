@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::lexicon::word_key;
 use crate::text::lower;
@@ -397,8 +397,9 @@ impl Constructions {
                 let copula = has("copula");
                 let (state, _) = at.iter().copied().find(|&(i, _)| i > 0 && copula(i - 1))?;
                 let input = has("input");
+                let names = named(inputs);
                 let input = (0..w.len())
-                    .find(|&i| input(i) || inputs.iter().any(|n| n == w[i]))
+                    .find(|&i| input(i) || names.contains(w[i]))
                     .map(|i| w[i])?;
                 Some(format!("{input} … {}", w[state]))
             }
@@ -524,7 +525,8 @@ impl Constructions {
                 // A record kept to undo or audit, not one the tool's name
                 // says it works on.
                 let object = has("object");
-                let o = (0..w.len()).find(|&j| object(j) && !inputs.iter().any(|n| n == w[j]))?;
+                let names = named(inputs);
+                let o = (0..w.len()).find(|&j| object(j) && !names.contains(w[j]))?;
                 Some(format!("{} … {}", w[first_at], w[o]))
             }
         }
@@ -746,6 +748,13 @@ impl Constructions {
             .filter(move |(_, kinds)| kinds.contains(&kind))
             .map(|(a, _)| a.as_str())
     }
+}
+
+/// `names` as a set: a sentence's words are looked up in it one by one
+/// (a hostile schema or name may hold thousands, a description as many
+/// words).
+fn named(names: &[String]) -> FxHashSet<&str> {
+    names.iter().map(String::as_str).collect()
 }
 
 #[cfg(test)]

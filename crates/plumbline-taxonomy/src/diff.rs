@@ -39,9 +39,10 @@ impl Change<'_> {
 /// `Modified`). Changes come out in a deterministic order: depth first,
 /// object keys sorted, array indices ascending.
 pub fn diff<'a>(old: &'a Value, new: &'a Value) -> Vec<Change<'a>> {
-    // Most changes are a few strings; tool schemas are rarely deeper than
-    // eight levels: room up front spares the first regrowths.
-    let mut changes = Vec::with_capacity(4);
+    // Tool schemas are rarely deeper than eight levels: room up front
+    // spares the path's first regrowths. The changes start empty (equal
+    // tools have none, and a first push makes room for four).
+    let mut changes = Vec::new();
     let mut path = Vec::with_capacity(8);
     walk(old, new, &mut path, &mut changes);
     changes

@@ -106,12 +106,12 @@ fn same_words(mine: &[String], theirs: &[String], shortened_any: bool) -> bool {
     // Draft 6: a shortened copy of another server's tool with its words
     // reordered ("Search Drive files by name" from "Search files in Google
     // Drive by name"): every word of it is a word of the other.
-    if shortened_any
-        && mine.len() <= theirs.len()
-        && mine.len() >= MIN_REORDERED_WORDS
-        && mine.iter().all(|w| theirs.contains(w))
-    {
-        return true;
+    if shortened_any && mine.len() <= theirs.len() && mine.len() >= MIN_REORDERED_WORDS {
+        // Looked up in a set: a description may hold thousands of words.
+        let words: rustc_hash::FxHashSet<&str> = theirs.iter().map(String::as_str).collect();
+        if mine.iter().all(|w| words.contains(w.as_str())) {
+            return true;
+        }
     }
     // Draft 4: a copy kept whole inside a longer description, at any
     // length ("lengthened" with sentences before or after it).
