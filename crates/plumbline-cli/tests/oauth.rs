@@ -7,26 +7,70 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::{plumbline_env, text, HttpGuard, HttpServer};
+
+/// Writes `dir`/plumbline.toml naming `server` as `tickets`, after
+/// `before` (TOML that must come first: `[watch]`, `[[alerts]]`): the
+/// directory's own token file.
+fn tickets(dir: &Path, server: &HttpServer, before: &str) -> String {
+    std::fs::write(
+        dir.join("plumbline.toml"),
+        format!(
+            "{before}[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    dir.join("config/tokens.json").display().to_string()
+}
+
+/// A person's environment: `tokens` as the token file, and curl as the
+/// browser (it follows the authorization server's redirect to
+/// Plumbline's loopback port).
+fn person(tokens: &str) -> [(&'static str, &str); 2] {
+    [
+        ("PLUMBLINE_TOKENS", tokens),
+        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
+    ]
+}
+
+/// `plumbline login tickets`, which must succeed.
+fn login(dir: &Path, env: &[(&str, &str)]) {
+    let out = plumbline_env(dir, &["login", "tickets"], env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}
+
+/// `dir`/through.toml: the guard as the one server, `through`.
+fn through(dir: &Path, guard: &HttpGuard) {
+    std::fs::write(
+        dir.join("through.toml"),
+        format!(
+            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
+            guard.url
+        ),
+    )
+    .unwrap();
+}
+
+/// The token file is readable by its owner only.
+fn owner_only(tokens: impl AsRef<Path>) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(tokens).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}
 
 #[test]
 fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     let server = HttpServer::start(&["--oauth-token-lifetime", "1"]);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("plumbline.toml"),
-        format!(
-            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let tokens = dir.path().join("config/tokens.json");
-    let tokens_text = tokens.display().to_string();
-    let env = [
-        ("PLUMBLINE_TOKENS", tokens_text.as_str()),
-        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
-    ];
+    let d = dir.path();
+    let tokens = tickets(d, &server, "");
+    let env = person(&tokens);
     let store = dir.path().join("p.db").display().to_string();
     let observe = || plumbline_env(dir.path(), &["observe", "--store", &store], &env);
 
@@ -34,15 +78,9 @@ fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     asks_for_a_login(observe());
     assert_eq!(server.oauth_counts()["authorizations"], 0);
 
-    let out = plumbline_env(dir.path(), &["login", "tickets"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    login(d, &env);
     assert_eq!(server.oauth_counts()["authorizations"], 1);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
+    owner_only(&tokens);
 
     // The access token (1 s) has expired on the server's clock; the
     // refresh token renews it, and no one is asked again.
@@ -71,8 +109,7 @@ fn expired_tokens_are_renewed_and_a_revoked_refresh_token_asks_for_a_login() {
     assert!(!kept.contains("access-"), "{kept}");
 
     // Logged in again, it works; logged out, the entry is gone.
-    let out = plumbline_env(dir.path(), &["login", "tickets"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    login(d, &env);
     assert_eq!(observe().status.code(), Some(0));
     let out = plumbline_env(dir.path(), &["logout", "tickets"], &env);
     assert!(text(&out).contains("Forgot"), "{}", text(&out));
@@ -98,21 +135,9 @@ fn the_guard_relays_to_an_upstream_behind_oauth_with_the_kept_tokens() {
     let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("plumbline.toml"),
-        format!(
-            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let tokens = d.join("tokens.json").display().to_string();
-    let env = [
-        ("PLUMBLINE_TOKENS", tokens.as_str()),
-        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
-    ];
-    let out = plumbline_env(d, &["login", "tickets"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let tokens = tickets(d, &server, "");
+    let env = person(&tokens);
+    login(d, &env);
     let out = plumbline_env(d, &["pin", "tickets"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let guard = HttpGuard::start_with_env(
@@ -127,14 +152,7 @@ fn the_guard_relays_to_an_upstream_behind_oauth_with_the_kept_tokens() {
         ],
         &env,
     );
-    std::fs::write(
-        d.join("through.toml"),
-        format!(
-            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
-            guard.url
-        ),
-    )
-    .unwrap();
+    through(d, &guard);
     let out = plumbline_env(
         d,
         &[
@@ -179,24 +197,16 @@ fn a_change_of_the_published_authorization_metadata_is_drift_in_the_log_and_dash
     server.publish_scopes(&["mcp:read"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("plumbline.toml"),
-        format!(
-            "[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n\n[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let tokens = d.join("tokens.json").display().to_string();
-    let env = [
-        ("PLUMBLINE_TOKENS", tokens.as_str()),
-        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
-    ];
-    let out = plumbline_env(d, &["login", "tickets"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let tokens = tickets(
+        d,
+        &server,
+        "[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n\n",
+    );
+    let env = person(&tokens);
+    login(d, &env);
     // Where the challenge said the resource metadata is, kept for the
     // runs that meet no challenge.
-    let kept = std::fs::read_to_string(d.join("tokens.json")).unwrap();
+    let kept = std::fs::read_to_string(&tokens).unwrap();
     assert!(
         kept.contains(&format!(
             "\"resource_metadata_url\": \"{}\"",
@@ -304,21 +314,9 @@ fn a_watcher_renews_short_lived_tokens_and_alerts_once_when_a_login_is_needed() 
     let server = HttpServer::start(&["--oauth-token-lifetime", "2"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("plumbline.toml"),
-        format!(
-            "[watch]\ninterval_secs = 1\njitter = 0\n\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n\n[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let tokens = d.join("tokens.json").display().to_string();
-    let env = [
-        ("PLUMBLINE_TOKENS", tokens.as_str()),
-        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
-    ];
-    let out = plumbline_env(d, &["login", "tickets"], &env);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let tokens = tickets(d, &server, "[watch]\ninterval_secs = 1\njitter = 0\n\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n\n");
+    let env = person(&tokens);
+    login(d, &env);
 
     let watch = std::process::Command::new(env!("CARGO_BIN_EXE_plumbline"))
         .args(["watch", "--store", "p.db"])
@@ -401,7 +399,7 @@ fn a_watcher_renews_short_lived_tokens_and_alerts_once_when_a_login_is_needed() 
         "{alerts:#?}"
     );
     // No token and no refresh token in what the watcher wrote.
-    let kept = std::fs::read_to_string(d.join("tokens.json")).unwrap_or_default();
+    let kept = std::fs::read_to_string(&tokens).unwrap_or_default();
     for file in ["alerts.jsonl", "watch.log"] {
         let text = std::fs::read_to_string(d.join(file)).unwrap();
         assert!(
@@ -439,19 +437,8 @@ fn no_token_reaches_the_store_lock_reports_output_logs_or_metrics() {
     let server = HttpServer::start(&["--oauth-token-lifetime", "600"]);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    std::fs::write(
-        d.join("plumbline.toml"),
-        format!(
-            "[servers.tickets]\ntransport = \"http\"\nurl = \"{}\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let tokens = d.join("tokens.json").display().to_string();
-    let env = [
-        ("PLUMBLINE_TOKENS", tokens.as_str()),
-        ("PLUMBLINE_BROWSER", "curl -s -L -o /dev/null"),
-    ];
+    let tokens = tickets(d, &server, "");
+    let env = person(&tokens);
     let mut printed = String::new();
     let mut run = |args: &[&str], code: i32| {
         let out = plumbline_env(d, args, &env);
@@ -493,14 +480,7 @@ fn no_token_reaches_the_store_lock_reports_output_logs_or_metrics() {
         ],
         &env,
     );
-    std::fs::write(
-        d.join("through.toml"),
-        format!(
-            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
-            guard.url
-        ),
-    )
-    .unwrap();
+    through(d, &guard);
     let out = plumbline_env(
         d,
         &["observe", "--config", "through.toml", "--store", "o.db"],
@@ -524,12 +504,7 @@ fn no_token_reaches_the_store_lock_reports_output_logs_or_metrics() {
 
     let kept = std::fs::read_to_string(&tokens).unwrap();
     assert!(kept.contains("access-"), "the token file keeps the tokens");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&tokens).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-    }
+    owner_only(&tokens);
     let mut places: Vec<(String, Vec<u8>)> = vec![
         ("the commands' output".into(), printed.into_bytes()),
         ("the guard's log".into(), guard_log.into_bytes()),
@@ -573,14 +548,7 @@ fn a_guard_with_only_an_upstream_url_says_how_to_authorize() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let guard = HttpGuard::start_with_env(d, &["--upstream", &server.url, "--no-record"], &[]);
-    std::fs::write(
-        d.join("through.toml"),
-        format!(
-            "[servers.through]\ntransport = \"http\"\nurl = {:?}\n",
-            guard.url
-        ),
-    )
-    .unwrap();
+    through(d, &guard);
     for _ in 0..2 {
         let out = plumbline_env(
             d,

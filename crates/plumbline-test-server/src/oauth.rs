@@ -30,7 +30,7 @@ use serde_json::json;
 #[derive(Default)]
 struct Inner {
     next: u64,
-    /// code → (PKCE challenge, redirect URI)
+    /// code → its PKCE challenge
     codes: HashMap<String, String>,
     access: HashMap<String, Instant>,
     refresh: HashSet<String>,
@@ -40,6 +40,14 @@ struct Inner {
     refused_refreshes: u64,
     /// What both metadata documents publish as `scopes_supported`.
     scopes: Option<Vec<String>>,
+}
+
+impl Inner {
+    /// A new token, code or client id: `PREFIX-N-PID`.
+    fn fresh(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}-{}-{}", self.next, std::process::id())
+    }
 }
 
 /// The authorization server's state, shared by its routes.
@@ -57,11 +65,6 @@ impl OAuth {
             lifetime,
             inner: Arc::default(),
         }
-    }
-
-    fn fresh(&self, inner: &mut Inner, prefix: &str) -> String {
-        inner.next += 1;
-        format!("{prefix}-{}-{}", inner.next, std::process::id())
     }
 
     /// The routes of the resource metadata and the authorization server.
@@ -143,7 +146,7 @@ async fn metadata(State(o): State<OAuth>) -> Json<serde_json::Value> {
 }
 
 async fn register(State(o): State<OAuth>) -> impl IntoResponse {
-    let id = o.fresh(&mut o.inner.lock().unwrap(), "client");
+    let id = o.inner.lock().unwrap().fresh("client");
     (
         StatusCode::CREATED,
         Json(json!({"client_id": id, "token_endpoint_auth_method": "none"})),
@@ -161,7 +164,7 @@ async fn authorize(State(o): State<OAuth>, uri: axum::http::Uri) -> Response {
     };
     let mut inner = o.inner.lock().unwrap();
     inner.authorizations += 1;
-    let code = o.fresh(&mut inner, "code");
+    let code = inner.fresh("code");
     inner.codes.insert(code.clone(), challenge.clone());
     let state = q.get("state").cloned().unwrap_or_default();
     let location = format!(
@@ -197,8 +200,8 @@ async fn token(State(o): State<OAuth>, body: String) -> Response {
         }
         _ => return refuse("unsupported_grant_type"),
     }
-    let access = o.fresh(&mut inner, "access");
-    let refresh = o.fresh(&mut inner, "refresh");
+    let access = inner.fresh("access");
+    let refresh = inner.fresh("refresh");
     inner
         .access
         .insert(access.clone(), Instant::now() + o.lifetime);
