@@ -523,10 +523,11 @@ impl Constructions {
             }
             Kind::Erase => {
                 // A record kept to undo or audit, not one the tool's name
-                // says it works on.
+                // says it works on (draft 7: in the singular or the
+                // plural, "snapshot" for `delete_snapshots`).
                 let object = has("object");
-                let names = named(inputs);
-                let o = (0..w.len()).find(|&j| object(j) && !names.contains(w[j]))?;
+                let names: FxHashSet<&str> = inputs.iter().map(|n| singular(n)).collect();
+                let o = (0..w.len()).find(|&j| object(j) && !names.contains(singular(w[j])))?;
                 Some(format!("{} … {}", w[first_at], w[o]))
             }
         }
@@ -748,6 +749,12 @@ impl Constructions {
             .filter(move |(_, kinds)| kinds.contains(&kind))
             .map(|(a, _)| a.as_str())
     }
+}
+
+/// A word without one final `s` when at least three letters are left
+/// ("logs" → "log", "snapshots" → "snapshot"; "is" stays).
+fn singular(word: &str) -> &str {
+    word.strip_suffix('s').filter(|b| b.len() >= 3).unwrap_or(word)
 }
 
 /// `names` as a set: a sentence's words are looked up in it one by one
