@@ -22,12 +22,12 @@ mod browser;
 mod challenge;
 mod error;
 mod flow;
-pub mod http;
+mod http;
 mod jwt;
-pub mod metadata;
+mod metadata;
 pub mod tokens;
 
-pub use challenge::{challenges_of, Challenge};
+pub use challenge::challenges_of;
 pub use error::AuthError;
 pub use flow::{Authorizer, Grant, Settings, UserAgent};
 pub use jwt::AssertionKey;

@@ -4,24 +4,24 @@
 //! against what it claims to describe.
 
 use reqwest::Url;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::{excerpt, AuthError};
 use crate::http::{shown_url, Http};
 
 /// A server's protected resource metadata (RFC 9728 §2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ResourceMetadata {
     pub resource: String,
     #[serde(default)]
     pub authorization_servers: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
 }
 
 /// An authorization server's metadata (RFC 8414 §2), the fields the flow
 /// reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ServerMetadata {
     pub issuer: String,
     #[serde(default)]

@@ -754,7 +754,9 @@ impl Constructions {
 /// A word without one final `s` when at least three letters are left
 /// ("logs" → "log", "snapshots" → "snapshot"; "is" stays).
 fn singular(word: &str) -> &str {
-    word.strip_suffix('s').filter(|b| b.len() >= 3).unwrap_or(word)
+    word.strip_suffix('s')
+        .filter(|b| b.len() >= 3)
+        .unwrap_or(word)
 }
 
 /// `names` as a set: a sentence's words are looked up in it one by one
