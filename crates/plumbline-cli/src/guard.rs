@@ -219,11 +219,12 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
     match result {
         Ok(c) => {
             eprintln!(
-                "plumbline guard: {}: session ended; {} judged, {} withheld, {} refused",
+                "plumbline guard: {}: session ended; {} judged, {} withheld, {} refused, {} dropped",
                 for_terminal(&server, false),
                 crate::gate::plural(c.listings as usize, "listing"),
                 crate::gate::plural(c.withheld as usize, "tool"),
                 crate::gate::plural(c.refused_calls as usize, "call"),
+                crate::gate::plural(c.dropped as usize, "message"),
             );
             Ok(Outcome::Clean)
         }
@@ -462,11 +463,12 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         plumbline_guard::http::serve(options, baseline, recorder, listener, stop).await
     })?;
     eprintln!(
-        "plumbline guard: {}: stopped; {} judged, {} withheld, {} refused",
+        "plumbline guard: {}: stopped; {} judged, {} withheld, {} refused, {} dropped",
         for_terminal(&server, false),
         crate::gate::plural(counters.listings as usize, "listing"),
         crate::gate::plural(counters.withheld as usize, "tool"),
         crate::gate::plural(counters.refused_calls as usize, "call"),
+        crate::gate::plural(counters.dropped as usize, "message"),
     );
     Ok(Outcome::Clean)
 }

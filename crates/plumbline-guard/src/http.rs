@@ -32,7 +32,8 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::judge::{judge, ungraded, Judged};
-use crate::stdio::{now_ms, REFUSED};
+use crate::message::{Id, Kind, Message, INVALID_PARAMS, INVALID_REQUEST};
+use crate::stdio::{error_reply, now_ms, refusal, REFUSED};
 use crate::{Baseline, Counters, OnError, Policy, Recorder, Recording, Seen};
 
 /// One guarded Streamable HTTP server.
@@ -71,6 +72,17 @@ struct Session {
     /// The session's GET streams: each is told (once) when a verdict
     /// changes on the guard's side, and sends the client a `list_changed`.
     streams: Vec<tokio::sync::mpsc::Sender<()>>,
+    /// Ids of the client's requests forwarded and not yet answered (how
+    /// many of each: without a session, clients' ids may coincide).
+    forwarded: HashMap<Id, u32>,
+    /// Ids of the client's requests the guard is answering itself.
+    held: std::collections::HashSet<Id>,
+    /// Forwarded requests whose POST stream ended before their answer:
+    /// only these may be answered on the GET stream (a resumed stream).
+    orphaned: std::collections::HashSet<Id>,
+    /// Ids of the server's requests relayed to the client, not yet
+    /// answered.
+    server_asked: std::collections::HashSet<Id>,
 }
 
 /// The guard's own `list_changed`, as one SSE event.
@@ -93,6 +105,27 @@ struct App {
     /// Whether stderr was told that the upstream asks for an
     /// authorization the guard was given no way to obtain.
     told_unauthorized: std::sync::atomic::AtomicBool,
+    /// Messages dropped so far.
+    drops: std::sync::atomic::AtomicU64,
+}
+
+impl App {
+    /// A message not relayed: said on stderr (a flood is counted, not
+    /// printed line by line).
+    fn dropped(&self, from: &str, why: &str) {
+        self.opts.metrics.dropped();
+        let n = self
+            .drops
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        if n <= 20 || n.is_power_of_two() {
+            eprintln!(
+                "plumbline guard: {}: dropped a message from the {from}: {} ({n} so far)",
+                for_terminal(&self.opts.server, false),
+                for_terminal(why, false),
+            );
+        }
+    }
 }
 
 /// Serves until `stop` resolves.
@@ -117,6 +150,7 @@ pub async fn serve(
         record: Mutex::new(recorder.map(Recording::start)),
         peer: Mutex::new(Default::default()),
         told_unauthorized: Default::default(),
+        drops: Default::default(),
     });
     // A review (pin --update, an accept on the dashboard) re-judges every
     // session's last listing; a session whose allowed set changed is told.
@@ -214,22 +248,12 @@ fn plain(status: StatusCode, text: &str) -> Response {
         .expect("a valid response")
 }
 
-fn json_response(status: StatusCode, v: &Value, extra: &[(&str, &str)]) -> Response {
-    let mut r = Response::builder()
+fn json_text(status: StatusCode, body: String) -> Response {
+    Response::builder()
         .status(status)
-        .header("content-type", "application/json");
-    for (k, v) in extra {
-        r = r.header(*k, *v);
-    }
-    r.body(Body::from(v.to_string())).expect("a valid response")
-}
-
-fn rpc_error(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
-    let mut error = json!({"code": code, "message": message});
-    if let Some(d) = data {
-        error["data"] = d;
-    }
-    json!({"jsonrpc": "2.0", "id": id, "error": error})
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .expect("a valid response")
 }
 
 /// `Host` and `Origin` name the guard itself (a loopback name and its
@@ -295,48 +319,200 @@ async fn handle(
         .unwrap_or("")
         .to_owned();
     let mut handshake = None;
+    let mut expect = None;
     if method == Method::POST {
-        if let Ok(msg) = serde_json::from_slice::<Value>(&body) {
-            if matches!(
-                msg.get("method").and_then(Value::as_str),
-                Some("initialize" | "server/discover")
-            ) {
-                handshake = Some(meta_of(&msg));
+        match judge_post(&app, &headers, &session, &body).await {
+            Ok(Posted::Answered(response)) => return response,
+            Ok(Posted::Forward {
+                expect: e,
+                handshake: h,
+            }) => {
+                expect = e;
+                handshake = h;
             }
-            if let Some(mismatch) = header_mismatch(&headers, &msg) {
-                let id = msg.get("id").cloned().unwrap_or(Value::Null);
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    &rpc_error(&id, HEADER_MISMATCH, &mismatch, None),
-                    &[],
-                );
-            }
-            let id = msg.get("id").cloned();
-            match (msg.get("method").and_then(Value::as_str), id) {
-                (Some("tools/list"), Some(id)) => {
-                    if let Some(answer) = list_for_client(&app, &headers, &session, &msg, &id).await
-                    {
-                        return answer;
-                    }
-                }
-                (Some("tools/call"), Some(id)) => {
-                    if let Some(refusal) = check_call(&app, &headers, &session, &msg, &id).await {
-                        return refusal;
-                    }
-                }
-                _ => {}
-            }
+            Err(refused) => return refused,
         }
     }
     if method == Method::DELETE {
         app.sessions.lock().expect("sessions").remove(&session);
     }
-    forward(&app, method, &headers, body, session, handshake).await
+    forward(&app, method, &headers, body, session, handshake, expect).await
+}
+
+/// What the guard makes of a client's POST.
+enum Posted {
+    /// The guard answers it itself (a listing, a refusal).
+    Answered(Response),
+    /// It goes upstream; `expect` is the id of the answer its stream may
+    /// carry (a request's), `handshake` the client's `_meta` of a
+    /// handshake.
+    Forward {
+        expect: Option<Id>,
+        handshake: Option<Option<Value>>,
+    },
+}
+
+/// A refusal of a client's message: a JSON-RPC error, HTTP 400.
+fn refused(app: &App, id_json: &str, code: i64, why: &str) -> Response {
+    app.dropped("client", why);
+    json_text(
+        StatusCode::BAD_REQUEST,
+        error_reply(id_json, code, &format!("plumbline guard: {why}"), None),
+    )
+}
+
+/// Reads a client's POST as the upstream will read it, and decides: the
+/// guard answers it, or it goes upstream. Nothing unread goes on.
+async fn judge_post(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    session: &str,
+    body: &[u8],
+) -> Result<Posted, Response> {
+    let msg = match Message::read(body) {
+        Ok(m) => m,
+        Err(r) => return Err(refused(app, &r.id_json(), r.code(), &r.why())),
+    };
+    let meta = msg
+        .param_value("_meta")
+        .map_err(|e| refused(app, msg.id_json(), INVALID_PARAMS, &e))?;
+    let meta = meta.filter(|m| m.get("io.modelcontextprotocol/protocolVersion").is_some());
+    let method = msg.method.as_deref().unwrap_or_default();
+    let handshake = matches!(method, "initialize" | "server/discover").then(|| meta.clone());
+    if let Some(mismatch) = header_mismatch(headers, &msg) {
+        return Err(json_text(
+            StatusCode::BAD_REQUEST,
+            error_reply(msg.id_json(), HEADER_MISMATCH, &mismatch, None),
+        ));
+    }
+    match msg.kind {
+        Kind::Response => {
+            let id = msg.id.clone().expect("a response has an id");
+            let asked = app
+                .sessions
+                .lock()
+                .expect("sessions")
+                .get_mut(session)
+                .is_some_and(|s| s.server_asked.remove(&id));
+            if !asked {
+                return Err(refused(
+                    app,
+                    "null",
+                    INVALID_REQUEST,
+                    &format!("an answer to {id}, which the server did not ask"),
+                ));
+            }
+            Ok(Posted::Forward {
+                expect: None,
+                handshake,
+            })
+        }
+        Kind::Notification => {
+            if matches!(method, "tools/call" | "tools/list") {
+                return Err(refused(
+                    app,
+                    "null",
+                    INVALID_REQUEST,
+                    &format!("a {method} without an id"),
+                ));
+            }
+            if method == "notifications/cancelled" {
+                if let Some(Ok(of)) = msg.param("requestId").map(Id::read) {
+                    take_forwarded(app, session, &of);
+                    if let Some(s) = app.sessions.lock().expect("sessions").get_mut(session) {
+                        s.orphaned.remove(&of);
+                    }
+                }
+            }
+            Ok(Posted::Forward {
+                expect: None,
+                handshake,
+            })
+        }
+        Kind::Request => {
+            let id = msg.id.clone().expect("a request has an id");
+            // In a session, one id is one request in flight; without one
+            // (2026-07-28), each request's answer is its own POST's.
+            {
+                let mut sessions = app.sessions.lock().expect("sessions");
+                let s = sessions.entry(session.to_owned()).or_default();
+                if !session.is_empty()
+                    && (s.held.contains(&id) || s.forwarded.get(&id).is_some_and(|n| *n > 0))
+                {
+                    drop(sessions);
+                    return Err(refused(
+                        app,
+                        id.json(),
+                        INVALID_REQUEST,
+                        &format!("the id {id} is already in use by a request in flight"),
+                    ));
+                }
+                if s.forwarded.len() >= MAX_OUTSTANDING {
+                    drop(sessions);
+                    return Err(refused(
+                        app,
+                        id.json(),
+                        REFUSED,
+                        &format!("{MAX_OUTSTANDING} requests of this session wait for the server's answer"),
+                    ));
+                }
+                s.held.insert(id.clone());
+            }
+            let answered = match method {
+                "tools/list" => list_for_client(app, headers, session, &msg, &id, meta).await,
+                "tools/call" => match msg.param_str("name") {
+                    Ok(Some(name)) => check_call(app, headers, session, &name, &id, meta).await,
+                    Ok(None) => Some(refused(
+                        app,
+                        id.json(),
+                        INVALID_PARAMS,
+                        "a tools/call without params.name",
+                    )),
+                    Err(e) => Some(refused(app, id.json(), INVALID_PARAMS, &e)),
+                },
+                _ => None,
+            };
+            let mut sessions = app.sessions.lock().expect("sessions");
+            let s = sessions.entry(session.to_owned()).or_default();
+            s.held.remove(&id);
+            if let Some(response) = answered {
+                return Ok(Posted::Answered(response));
+            }
+            *s.forwarded.entry(id.clone()).or_default() += 1;
+            Ok(Posted::Forward {
+                expect: Some(id),
+                handshake,
+            })
+        }
+    }
+}
+
+/// Takes one answer to `id` off what `session` waits for; `false` when
+/// it waits for none (the answer is then not relayed).
+fn take_forwarded(app: &App, session: &str, id: &Id) -> bool {
+    let mut sessions = app.sessions.lock().expect("sessions");
+    let Some(s) = sessions.get_mut(session) else {
+        return false;
+    };
+    match s.forwarded.get_mut(id) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            true
+        }
+        Some(_) => {
+            s.forwarded.remove(id);
+            true
+        }
+        None => false,
+    }
 }
 
 /// The JSON-RPC error of a request whose standard headers contradict
 /// its body (SEP-2243, 2026-07-28 Streamable HTTP).
 const HEADER_MISMATCH: i64 = -32020;
+
+/// How many requests of one session may wait for the server's answer.
+const MAX_OUTSTANDING: usize = 4096;
 
 /// On the 2026-07-28 wire (by its `MCP-Protocol-Version` header) every
 /// request and notification names its method in `Mcp-Method`, and a
@@ -347,7 +523,7 @@ const HEADER_MISMATCH: i64 = -32020;
 /// Values are compared exactly (method names are case-sensitive) after
 /// the optional whitespace HTTP allows around a field value. Earlier eras
 /// carry no such headers and are not checked.
-fn header_mismatch(headers: &HeaderMap, msg: &Value) -> Option<String> {
+fn header_mismatch(headers: &HeaderMap, msg: &Message<'_>) -> Option<String> {
     let era = headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok())
@@ -356,7 +532,7 @@ fn header_mismatch(headers: &HeaderMap, msg: &Value) -> Option<String> {
     if era < "2026-07-28" {
         return None;
     }
-    let method = msg.get("method").and_then(Value::as_str)?;
+    let method = msg.method.as_deref()?;
     let value = |name: &str| {
         headers
             .get(name)
@@ -381,10 +557,7 @@ fn header_mismatch(headers: &HeaderMap, msg: &Value) -> Option<String> {
         "resources/read" => "uri",
         _ => return None,
     };
-    let named = msg
-        .get("params")
-        .and_then(|p| p.get(field))
-        .and_then(Value::as_str)?;
+    let named = msg.param_str(field).ok().flatten()?;
     match value("mcp-name") {
         None => Some(format!(
             "header mismatch: no Mcp-Name header for params.{field} {named:?}"
@@ -498,6 +671,9 @@ async fn forward(
     // For a handshake, the client's `_meta` (2026): its reply is read as it
     // passes, for the history's record of the server.
     handshake: Option<Option<Value>>,
+    // The id of the request this POST carries: the one answer its
+    // stream may relay.
+    expect: Option<Id>,
 ) -> Response {
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
@@ -506,16 +682,21 @@ async fn forward(
     let upstream = match sent {
         Ok(r) => r,
         Err(e) => {
+            // Not sent: nothing will answer it.
+            if let Some(id) = &expect {
+                take_forwarded(app, &session, id);
+            }
             return plain(
                 StatusCode::BAD_GATEWAY,
                 &format!(
                     "plumbline guard: the upstream server could not be reached: {}",
                     plumbline_base::error_chain(&e)
                 ),
-            )
+            );
         }
     };
-    let mut response = Response::builder().status(upstream.status().as_u16());
+    let status = upstream.status();
+    let mut response = Response::builder().status(status.as_u16());
     for (k, v) in upstream.headers() {
         if let (Ok(k), Ok(v)) = (
             HeaderName::from_bytes(k.as_str().as_bytes()),
@@ -530,22 +711,68 @@ async fn forward(
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("text/event-stream"));
+        .is_some_and(|c| {
+            c.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
     // A new session's id is the one the upstream gave.
-    let session = upstream
+    let stream_session = upstream
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
-        .map_or(session, str::to_owned);
+        .map_or_else(|| session.clone(), str::to_owned);
+    let mut filter = Filter {
+        app: Arc::clone(app),
+        session: stream_session,
+        registered: session,
+        expect,
+        answered: false,
+        get: method == Method::GET,
+        handshake,
+    };
+    if !sse {
+        // One message (or none): read whole, bounded, and judged.
+        let max = app.opts.limits.max_message_bytes;
+        let body = match read_bounded(upstream, max).await {
+            Ok(b) => b,
+            Err(e) => return filter.replaced(&e),
+        };
+        if body.trim_ascii().is_empty() {
+            return response.body(Body::from(body)).unwrap_or_else(|_| {
+                plain(StatusCode::BAD_GATEWAY, "an unusable upstream response")
+            });
+        }
+        return match filter.message(&body) {
+            Verdict::Relay => {
+                if let Some(meta) = &filter.handshake {
+                    let peer = crate::stdio::Peer::of(&body, meta.as_ref());
+                    if peer.protocol_version.is_some() {
+                        *app.peer.lock().expect("peer") = peer;
+                    }
+                }
+                response.body(Body::from(body)).unwrap_or_else(|_| {
+                    plain(StatusCode::BAD_GATEWAY, "an unusable upstream response")
+                })
+            }
+            // A plain error page (a 404 for an ended session) is no
+            // message: it goes on for the client to see.
+            Verdict::Unreadable(_) if !status.is_success() => {
+                response.body(Body::from(body)).unwrap_or_else(|_| {
+                    plain(StatusCode::BAD_GATEWAY, "an unusable upstream response")
+                })
+            }
+            Verdict::Unreadable(why) | Verdict::Drop(why) => filter.replaced(&why),
+        };
+    }
     let max = app.opts.limits.max_message_bytes;
-    let watcher = Arc::clone(app);
     let mut parser = SseParser::new(max);
     // A GET stream also carries the guard's own `list_changed`.
-    let mut own = if method == Method::GET && sse {
+    let mut own = if method == Method::GET {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
         let mut sessions = app.sessions.lock().expect("sessions");
         sessions
-            .entry(session.clone())
+            .entry(filter.session.clone())
             .or_default()
             .streams
             .push(tx);
@@ -553,69 +780,57 @@ async fn forward(
     } else {
         None
     };
-    let mut owed = 0usize;
     let mut upstream = Box::pin(upstream.bytes_stream());
-    // A JSON handshake reply, kept (bounded) until it ends.
-    let mut reply = Vec::new();
-    // Chunks go on as they come; on an event stream each is also read for
-    // a `list_changed`, which makes the session's listing stale, and the
-    // guard's own events go in only between the server's.
+    let mut ended = false;
+    // The stream is read block by block and written back block by block:
+    // what reaches the client is only what the guard read and admitted,
+    // in a form every client's parser reads the same way. The guard's own
+    // events go in between blocks.
     let stream = futures_util::stream::poll_fn(move |cx| {
         use std::task::Poll;
-        loop {
-            if owed > 0 && parser.between_events() {
-                owed -= 1;
-                return Poll::Ready(Some(Ok(Bytes::from_static(OWN_LIST_CHANGED))));
-            }
-            if let Some(rx) = own.as_mut() {
-                match rx.poll_recv(cx) {
-                    Poll::Ready(Some(())) => {
-                        owed += 1;
-                        continue;
-                    }
-                    Poll::Ready(None) => own = None,
-                    Poll::Pending => {}
+        if ended {
+            return Poll::Ready(None);
+        }
+        if let Some(rx) = own.as_mut() {
+            match rx.poll_recv(cx) {
+                Poll::Ready(Some(())) => {
+                    return Poll::Ready(Some(Ok(Bytes::from_static(OWN_LIST_CHANGED))))
                 }
+                Poll::Ready(None) => own = None,
+                Poll::Pending => {}
             }
+        }
+        loop {
             return match futures_util::Stream::poll_next(upstream.as_mut(), cx) {
                 Poll::Ready(Some(Ok(bytes))) => {
-                    if handshake.is_some() && !sse && reply.len() + bytes.len() <= 1 << 20 {
-                        reply.extend_from_slice(&bytes);
-                    }
-                    if sse {
-                        if let Ok(events) = parser.push(&bytes) {
-                            if let Some(meta) = &handshake {
-                                for e in &events {
-                                    let peer = crate::stdio::Peer::of(&e.data, meta.as_ref());
-                                    if peer.protocol_version.is_some() {
-                                        *watcher.peer.lock().expect("peer") = peer;
-                                    }
-                                }
-                            }
-                            if events.iter().any(|e| {
-                                e.data
-                                    .windows(33)
-                                    .any(|w| w == b"notifications/tools/list_changed")
-                            }) {
-                                let mut sessions = watcher.sessions.lock().expect("sessions");
-                                let s = sessions.entry(session.clone()).or_default();
-                                s.stale = true;
-                                s.changes += 1;
-                            }
+                    let blocks = match parser.push_blocks(&bytes) {
+                        Ok(b) => b,
+                        Err(max) => {
+                            filter.app.dropped(
+                                "server",
+                                &format!("an event longer than {max} bytes; the stream is ended"),
+                            );
+                            ended = true;
+                            return Poll::Ready(None);
+                        }
+                    };
+                    let mut out = Vec::new();
+                    for b in blocks {
+                        if filter.block(&b) {
+                            b.write(&mut out);
                         }
                     }
-                    Poll::Ready(Some(Ok(bytes)))
+                    if out.is_empty() {
+                        continue;
+                    }
+                    Poll::Ready(Some(Ok(Bytes::from(out))))
                 }
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
                 Poll::Ready(None) => {
-                    if let (Some(meta), false) = (&handshake, sse) {
-                        let peer = crate::stdio::Peer::of(&reply, meta.as_ref());
-                        if peer.protocol_version.is_some() {
-                            *watcher.peer.lock().expect("peer") = peer;
-                        }
-                    }
+                    ended = true;
                     Poll::Ready(None)
                 }
-                other => other,
+                Poll::Pending => Poll::Pending,
             };
         }
     });
@@ -624,12 +839,178 @@ async fn forward(
         .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "an unusable upstream response"))
 }
 
-/// The client's request's `_meta` (2026-07-28), which the guard's own
-/// requests carry too.
-fn meta_of(msg: &Value) -> Option<Value> {
-    msg.pointer("/params/_meta")
-        .filter(|m| m.get("io.modelcontextprotocol/protocolVersion").is_some())
-        .cloned()
+/// A body read whole, at most `max` bytes.
+async fn read_bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("reading the answer: {e}"))?;
+        if body.len() + chunk.len() > max {
+            return Err(format!("an answer longer than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// What one message of the server's gets.
+enum Verdict {
+    Relay,
+    /// Read, and not for the client (an answer to no request of its).
+    Drop(String),
+    /// Not readable as a message.
+    Unreadable(String),
+}
+
+/// What the guard lets through of one upstream answer (a POST's body or
+/// stream, or the GET stream).
+struct Filter {
+    app: Arc<App>,
+    /// The session the stream belongs to (a new one's id for a handshake).
+    session: String,
+    /// The session the request's id was registered under.
+    registered: String,
+    expect: Option<Id>,
+    answered: bool,
+    get: bool,
+    handshake: Option<Option<Value>>,
+}
+
+impl Filter {
+    /// Judges one message of the server's.
+    fn message(&mut self, data: &[u8]) -> Verdict {
+        let msg = match Message::read(data) {
+            Ok(m) => m,
+            Err(r) => return Verdict::Unreadable(r.why()),
+        };
+        match msg.kind {
+            Kind::Response => {
+                let id = msg.id.clone().expect("a response has an id");
+                // On the GET stream, the answer to a request the session
+                // forwarded (a resumed stream); on a POST's, the answer to
+                // its own request, once. Never an answer to a request the
+                // guard answered itself.
+                let ours = if self.get {
+                    let orphaned = self
+                        .app
+                        .sessions
+                        .lock()
+                        .expect("sessions")
+                        .get_mut(&self.session)
+                        .is_some_and(|s| s.orphaned.remove(&id));
+                    orphaned && take_forwarded(&self.app, &self.session, &id)
+                } else {
+                    self.expect.as_ref() == Some(&id)
+                        && !self.answered
+                        && take_forwarded(&self.app, &self.registered, &id)
+                };
+                if ours {
+                    if !self.get {
+                        self.answered = true;
+                    }
+                    Verdict::Relay
+                } else {
+                    Verdict::Drop(format!(
+                        "an answer to {id}, which is not a request the guard forwarded on this stream and the server has not answered"
+                    ))
+                }
+            }
+            Kind::Request => {
+                let id = msg.id.clone().expect("a request has an id");
+                let mut sessions = self.app.sessions.lock().expect("sessions");
+                let s = sessions.entry(self.session.clone()).or_default();
+                if s.server_asked.len() >= MAX_OUTSTANDING {
+                    return Verdict::Drop(
+                        "a request while too many of the server's wait for the client".to_owned(),
+                    );
+                }
+                s.server_asked.insert(id);
+                Verdict::Relay
+            }
+            Kind::Notification => {
+                if msg.method.as_deref() == Some("notifications/tools/list_changed") {
+                    let mut sessions = self.app.sessions.lock().expect("sessions");
+                    let s = sessions.entry(self.session.clone()).or_default();
+                    s.stale = true;
+                    s.changes += 1;
+                }
+                Verdict::Relay
+            }
+        }
+    }
+
+    /// Whether one block of an event stream goes on to the client.
+    fn block(&mut self, b: &plumbline_mcp::wire::SseBlock) -> bool {
+        let Some(data) = &b.data else {
+            // An id, a retry, a keep-alive: nothing a client acts on.
+            return true;
+        };
+        if b.event_type() != b"message" {
+            self.app.dropped(
+                "server",
+                &format!(
+                    "an event of type {:?}, which MCP does not send",
+                    String::from_utf8_lossy(b.event_type())
+                ),
+            );
+            return false;
+        }
+        if data.is_empty() {
+            // A priming event: it carries an id, not a message.
+            return true;
+        }
+        match self.message(data) {
+            Verdict::Relay => {
+                if let Some(meta) = &self.handshake {
+                    let peer = crate::stdio::Peer::of(data, meta.as_ref());
+                    if peer.protocol_version.is_some() {
+                        *self.app.peer.lock().expect("peer") = peer;
+                    }
+                }
+                true
+            }
+            Verdict::Drop(why) | Verdict::Unreadable(why) => {
+                self.app.dropped("server", &why);
+                false
+            }
+        }
+    }
+
+    /// The answer the client gets instead of a body the guard would not
+    /// relay: a JSON-RPC error for its request (HTTP 502).
+    fn replaced(&self, why: &str) -> Response {
+        self.app.dropped("server", why);
+        let message = format!("plumbline guard: the server's answer was not relayed: {why}");
+        match &self.expect {
+            Some(id) => json_text(
+                StatusCode::BAD_GATEWAY,
+                error_reply(id.json(), REFUSED, &message, None),
+            ),
+            None => plain(StatusCode::BAD_GATEWAY, &message),
+        }
+    }
+}
+
+impl Drop for Filter {
+    fn drop(&mut self) {
+        let (Some(id), false) = (&self.expect, self.answered) else {
+            return;
+        };
+        if self.registered.is_empty() {
+            // Without a session (2026-07-28) an answer comes only on its
+            // own POST's stream: once that ends, none will.
+            take_forwarded(&self.app, &self.registered, id);
+        } else if let Some(s) = self
+            .app
+            .sessions
+            .lock()
+            .expect("sessions")
+            .get_mut(&self.registered)
+        {
+            // The answer may still come on the GET stream, resumed.
+            s.orphaned.insert(id.clone());
+        }
+    }
 }
 
 /// Lists every page upstream in the client's session and judges it.
@@ -903,22 +1284,21 @@ async fn list_for_client(
     app: &Arc<App>,
     headers: &HeaderMap,
     session: &str,
-    msg: &Value,
-    id: &Value,
+    msg: &Message<'_>,
+    id: &Id,
+    meta: Option<Value>,
 ) -> Option<Response> {
-    if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
-        return Some(json_response(
+    if msg.has_param("cursor") {
+        return Some(json_text(
             StatusCode::OK,
-            &rpc_error(
-                id,
-                -32602,
+            error_reply(
+                id.json(),
+                INVALID_PARAMS,
                 "invalid cursor: plumbline guard answers tools/list in one page and issued no cursor",
                 None,
             ),
-            &[],
         ));
     }
-    let meta = meta_of(msg);
     match judge_session(app, headers, session, meta.clone()).await {
         Ok(judged) => {
             let mut result = String::from("{\"tools\":[");
@@ -936,13 +1316,7 @@ async fn list_for_client(
             }
             result.push('}');
             let body = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}");
-            Some(
-                Response::builder()
-                    .status(StatusCode::OK)
-                    .header("content-type", "application/json")
-                    .body(Body::from(body))
-                    .expect("a valid response"),
-            )
+            Some(json_text(StatusCode::OK, body))
         }
         Err(e) if app.opts.policy.on_error == OnError::Pass => {
             // The client's own request goes upstream, unjudged, as asked.
@@ -963,10 +1337,9 @@ async fn list_for_client(
                 "plumbline guard could not judge the tools of {}: {e}",
                 app.opts.server
             );
-            Some(json_response(
+            Some(json_text(
                 StatusCode::OK,
-                &rpc_error(id, REFUSED, &message, None),
-                &[],
+                error_reply(id.json(), REFUSED, &message, None),
             ))
         }
     }
@@ -977,24 +1350,26 @@ async fn check_call(
     app: &Arc<App>,
     headers: &HeaderMap,
     session: &str,
-    msg: &Value,
-    id: &Value,
+    name: &str,
+    id: &Id,
+    meta: Option<Value>,
 ) -> Option<Response> {
-    let name = msg.pointer("/params/name").and_then(Value::as_str)?;
-    let refuse = |message: String, data: Value| {
+    let refuse = |message: String, data: Value, review: Option<String>| {
         app.opts.metrics.refused();
         eprintln!(
-            "plumbline guard: {}: refused a call to {}",
+            "plumbline guard: {}: refused a call to {}{}",
             for_terminal(&app.opts.server, false),
-            for_terminal(name, false)
+            for_terminal(name, false),
+            review
+                .map(|r| format!("; {}", for_terminal(&r, false)))
+                .unwrap_or_default()
         );
-        Some(json_response(
+        Some(json_text(
             StatusCode::OK,
-            &rpc_error(id, REFUSED, &message, Some(data)),
-            &[],
+            error_reply(id.json(), REFUSED, &message, Some(data)),
         ))
     };
-    let judged = match fresh_judgment(app, headers, session, meta_of(msg)).await {
+    let judged = match fresh_judgment(app, headers, session, meta).await {
         Ok(j) => j,
         Err(e) if app.opts.policy.on_error == OnError::Pass => {
             eprintln!("plumbline guard: {e}; the call passes unjudged (--on-error pass)");
@@ -1007,30 +1382,18 @@ async fn check_call(
                     app.opts.server
                 ),
                 json!({"tool": name, "why": {"kind": "not_graded"}}),
+                None,
             )
         }
     };
     if judged.allowed.contains(name) {
         return None;
     }
-    let review = app.baseline.lock().expect("baseline").how_to_review(name);
-    match judged.withheld.get(name) {
-        Some(w) => refuse(
-            format!(
-                "plumbline guard withheld the tool {name:?} of {}: {}; {review}",
-                app.opts.server,
-                w.describe()
-            ),
-            json!({"tool": name, "severity": w.severity, "rules": w.rules, "why": w.why, "review": review}),
-        ),
-        None => refuse(
-            format!(
-                "plumbline guard: {} lists no tool {name:?}",
-                app.opts.server
-            ),
-            json!({"tool": name, "why": {"kind": "not_listed"}}),
-        ),
-    }
+    let withheld = judged.withheld.get(name);
+    // How to release it goes to the guard's log, never to the model.
+    let review = withheld.map(|_| app.baseline.lock().expect("baseline").how_to_review(name));
+    let (message, data) = refusal(&app.opts.server, name, withheld);
+    refuse(message, data, review)
 }
 
 #[cfg(test)]
@@ -1059,6 +1422,7 @@ mod tests {
             record: Mutex::new(None),
             peer: Mutex::new(Default::default()),
             told_unauthorized: Default::default(),
+            drops: Default::default(),
         }
     }
 

@@ -23,6 +23,7 @@
 
 pub mod http;
 pub mod judge;
+pub mod message;
 pub mod stdio;
 
 use std::time::Duration;
@@ -218,9 +219,15 @@ pub struct Metrics {
     withheld: std::sync::atomic::AtomicU64,
     refused_calls: std::sync::atomic::AtomicU64,
     own_list_changed: std::sync::atomic::AtomicU64,
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
+    pub(crate) fn dropped(&self) {
+        self.dropped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn listed(&self, withheld: usize) {
         use std::sync::atomic::Ordering::Relaxed;
         self.listings.fetch_add(1, Relaxed);
@@ -245,6 +252,7 @@ impl Metrics {
             withheld: self.withheld.load(Relaxed),
             refused_calls: self.refused_calls.load(Relaxed),
             own_list_changed: self.own_list_changed.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
         }
     }
 
@@ -276,6 +284,11 @@ impl Metrics {
                 "plumbline_guard_own_list_changed_total",
                 "list_changed notifications the guard sent after a review.",
                 c.own_list_changed,
+            ),
+            (
+                "plumbline_guard_dropped_messages_total",
+                "Messages not relayed: unreadable, ambiguous, or an answer to no request the guard forwarded.",
+                c.dropped,
             ),
         ] {
             out.push_str(&format!(
@@ -320,4 +333,6 @@ pub struct Counters {
     pub refused_calls: u64,
     /// `list_changed` the guard sent of its own.
     pub own_list_changed: u64,
+    /// Messages not relayed (either direction).
+    pub dropped: u64,
 }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::judge::{judge, ungraded, Judged, Withheld};
+use crate::message::{Id, Kind, Message, INVALID_PARAMS, INVALID_REQUEST};
 use crate::{Baseline, Counters, Mode, OnError, Policy, Recorder, Seen};
 
 /// How many times in a row a walk is started again because the server
@@ -28,6 +29,39 @@ const MAX_REWALKS: u32 = 3;
 /// The JSON-RPC error code of a refused call or a listing the guard could
 /// not judge.
 pub const REFUSED: i64 = -32001;
+
+/// How many requests may wait for an answer in each direction; past that
+/// a new one is refused (the ids kept are the guard's memory of what it
+/// may relay, and a peer must not grow it without bound).
+const MAX_OUTSTANDING: usize = 4096;
+
+/// A JSON-RPC error answering the id `id_json` (JSON text).
+pub(crate) fn error_reply(id_json: &str, code: i64, message: &str, data: Option<Value>) -> String {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        error["data"] = d;
+    }
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id_json},\"error\":{error}}}")
+}
+
+/// What a refused call's answer says: the tool, its grade and that a
+/// person must review it. Never how to release it: the model reads this,
+/// and may have a shell.
+pub(crate) fn refusal(server: &str, name: &str, withheld: Option<&Withheld>) -> (String, Value) {
+    match withheld {
+        Some(w) => (
+            format!(
+                "plumbline guard withheld the tool {name:?} of {server}: {}; a person must review the change before it can be called",
+                w.describe()
+            ),
+            json!({"tool": name, "severity": w.severity, "rules": w.rules, "why": w.why}),
+        ),
+        None => (
+            format!("plumbline guard: {server} lists no tool {name:?}"),
+            json!({"tool": name, "why": {"kind": "not_listed"}}),
+        ),
+    }
+}
 
 /// One guarded stdio server.
 pub struct Options {
@@ -128,6 +162,9 @@ where
         next: 0,
         ready: false,
         init_ids: Vec::new(),
+        forwarded: HashSet::new(),
+        server_asked: HashSet::new(),
+        drops: 0,
         meta: None,
         listen_id: None,
         walk: None,
@@ -332,12 +369,18 @@ struct Relay<O> {
     /// the guard may send requests of its own.
     ready: bool,
     /// Ids of the client's `initialize` / `server/discover` requests.
-    init_ids: Vec<Value>,
+    init_ids: Vec<Id>,
+    /// The client's requests forwarded to the server and not yet answered.
+    forwarded: HashSet<Id>,
+    /// The server's requests relayed to the client and not yet answered.
+    server_asked: HashSet<Id>,
+    /// Messages dropped so far.
+    drops: u64,
     /// The 2026-07-28 `_meta` the client sends with each request; the
     /// guard's own requests carry the same.
     meta: Option<Value>,
     /// The client's `subscriptions/listen` for tool list changes (2026).
-    listen_id: Option<Value>,
+    listen_id: Option<Id>,
     walk: Option<Walk>,
     /// The last complete listing and when it was fetched.
     listing: Option<(Vec<RawTool>, Instant)>,
@@ -347,8 +390,8 @@ struct Relay<O> {
     /// The client has been offered a listing: a change of verdict is
     /// worth a `list_changed`.
     client_listed: bool,
-    waiting_lists: Vec<(Value, bool)>,
-    waiting_calls: Vec<(Vec<u8>, Value, String)>,
+    waiting_lists: Vec<(Id, bool)>,
+    waiting_calls: Vec<(Vec<u8>, Id, String)>,
     /// The server's `list_changed`, held until the new listing is judged.
     held: Vec<Vec<u8>>,
     /// A `list_changed` came while a walk was under way.
@@ -381,65 +424,137 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
 
     async fn error_to_client(
         &mut self,
-        id: &Value,
+        id: &Id,
         code: i64,
         message: &str,
         data: Option<Value>,
     ) -> anyhow::Result<()> {
-        let mut error = json!({"code": code, "message": message});
-        if let Some(d) = data {
-            error["data"] = d;
+        let reply = error_reply(id.json(), code, message, data);
+        self.send_down(reply.as_bytes()).await
+    }
+
+    /// A message the guard will not relay: said on stderr (bounded: a
+    /// flood of them is counted, not printed line by line).
+    fn dropped(&mut self, from: &str, why: &str) {
+        self.opts.metrics.dropped();
+        self.drops += 1;
+        if self.drops <= 20 || self.drops.is_power_of_two() {
+            eprintln!(
+                "plumbline guard: {}: dropped a message from the {from}: {} ({} so far)",
+                for_terminal(&self.opts.server, false),
+                for_terminal(why, false),
+                self.drops
+            );
         }
-        let reply = json!({"jsonrpc": "2.0", "id": id, "error": error});
-        self.send_down(reply.to_string().as_bytes()).await
+    }
+
+    /// Whether `id` is already the id of a request of the client's in
+    /// flight (forwarded, or waiting for the guard's verdict): a second
+    /// request with it would make the answers ambiguous.
+    fn in_flight(&self, id: &Id) -> bool {
+        self.forwarded.contains(id)
+            || self.waiting_lists.iter().any(|(i, _)| i == id)
+            || self.waiting_calls.iter().any(|(_, i, _)| i == id)
+    }
+
+    /// Forwards a request of the client's, remembering its id: only the
+    /// server's answer to an id forwarded and not yet answered reaches
+    /// the client.
+    async fn forward_request(&mut self, id: Id, line: &[u8]) -> anyhow::Result<()> {
+        if self.forwarded.len() >= MAX_OUTSTANDING {
+            return self
+                .error_to_client(
+                    &id,
+                    REFUSED,
+                    &format!(
+                        "plumbline guard: {MAX_OUTSTANDING} requests are waiting for the server's answer; wait for some"
+                    ),
+                    None,
+                )
+                .await;
+        }
+        self.forwarded.insert(id);
+        self.send_up(line).await
     }
 
     async fn on_client(&mut self, line: Vec<u8>) -> anyhow::Result<()> {
-        let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
-            // Not JSON: the server answers it as it would without us.
-            return self.send_up(&line).await;
-        };
-        if let Value::Array(items) = &msg {
-            // A batch could carry a call past the check: none is relayed.
-            for id in items.iter().filter_map(|m| m.get("id")) {
-                self.error_to_client(
-                    id,
-                    -32600,
-                    "plumbline guard does not relay JSON-RPC batches",
-                    None,
-                )
-                .await?;
+        // Relayed only once read: its method, its id and, for a call, the
+        // tool it names, exactly as the server will read them.
+        let msg = match Message::read(&line) {
+            Ok(m) => m,
+            Err(refusal) => {
+                self.dropped("client", &refusal.why());
+                let reply = error_reply(&refusal.id_json(), refusal.code(), &refusal.why(), None);
+                return self.send_down(reply.as_bytes()).await;
             }
-            return Ok(());
-        }
-        if let Some(meta) = msg.pointer("/params/_meta") {
+        };
+        let meta = match msg.param_value("_meta") {
+            Ok(m) => m,
+            Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
+        };
+        if let Some(meta) = meta {
             if meta
                 .get("io.modelcontextprotocol/protocolVersion")
                 .is_some()
             {
-                self.meta = Some(meta.clone());
+                self.meta = Some(meta);
                 self.ready = true;
             }
         }
-        let method = msg.get("method").and_then(Value::as_str);
-        let id = msg.get("id").cloned();
-        match (method, id) {
-            (Some("initialize" | "server/discover"), Some(id)) => {
-                self.init_ids.push(id);
-                self.send_up(&line).await
+        let id = msg.id.clone();
+        match msg.kind {
+            Kind::Response => {
+                let id = id.expect("a response has an id");
+                if self.server_asked.remove(&id) {
+                    return self.send_up(&line).await;
+                }
+                self.dropped(
+                    "client",
+                    &format!("an answer to {}, which the server did not ask", id.json()),
+                );
+                return Ok(());
             }
-            (Some("notifications/initialized"), None) => {
+            Kind::Request => {
+                let id = id.as_ref().expect("a request has an id");
+                if self.in_flight(id) {
+                    return self
+                        .refuse_request(
+                            &msg,
+                            INVALID_REQUEST,
+                            &format!(
+                                "the id {} is already in use by a request in flight",
+                                id.json()
+                            ),
+                        )
+                        .await;
+                }
+            }
+            Kind::Notification => {}
+        }
+        let method = msg.method.as_deref().unwrap_or_default();
+        match (method, id) {
+            ("initialize" | "server/discover", Some(id)) => {
+                self.init_ids.push(id.clone());
+                self.forward_request(id, &line).await
+            }
+            ("notifications/initialized", None) => {
                 self.ready = true;
                 self.send_up(&line).await
             }
-            (Some("subscriptions/listen"), Some(id)) => {
-                if msg.pointer("/params/notifications/toolsListChanged") == Some(&json!(true)) {
-                    self.listen_id = Some(id);
+            ("subscriptions/listen", Some(id)) => {
+                match msg.param_value("notifications") {
+                    Ok(n) => {
+                        if n.as_ref().and_then(|n| n.get("toolsListChanged")) == Some(&json!(true))
+                        {
+                            self.listen_id = Some(id.clone());
+                        }
+                    }
+                    Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
                 }
-                self.send_up(&line).await
+                self.forward_request(id, &line).await
             }
-            (Some("tools/list"), Some(id)) => {
-                if msg.pointer("/params/cursor").is_some_and(|c| !c.is_null()) {
+            ("tools/list", Some(id)) => {
+                if msg.has_param("cursor") {
                     return self
                         .error_to_client(
                             &id,
@@ -449,18 +564,28 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                         )
                         .await;
                 }
-                let modern = msg
-                    .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
-                    .is_some();
+                let modern =
+                    msg.param_value("_meta").ok().flatten().is_some_and(|m| {
+                        m.get("io.modelcontextprotocol/protocolVersion").is_some()
+                    });
                 self.ready = true;
                 self.waiting_lists.push((id, modern));
                 self.start_walk().await
             }
-            (Some("tools/call"), Some(id)) => {
-                let Some(name) = msg.pointer("/params/name").and_then(Value::as_str) else {
-                    return self.send_up(&line).await;
+            ("tools/call", Some(id)) => {
+                let name = match msg.param_str("name") {
+                    Ok(Some(name)) => name,
+                    Ok(None) => {
+                        return self
+                            .refuse_request(
+                                &msg,
+                                INVALID_PARAMS,
+                                "a tools/call without params.name",
+                            )
+                            .await
+                    }
+                    Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
                 };
-                let name = name.to_owned();
                 if self.fresh() {
                     self.decide(line, id, name).await
                 } else {
@@ -468,19 +593,53 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     self.start_walk().await
                 }
             }
-            (Some("notifications/cancelled"), None) => {
-                let of = msg.pointer("/params/requestId").cloned();
+            ("tools/call" | "tools/list", None) => {
+                // A notification cannot be answered, and a server that
+                // took it for a request would act on it unjudged.
+                self.dropped("client", &format!("a {method} without an id"));
+                Ok(())
+            }
+            ("notifications/cancelled", None) => {
+                let of = match msg.param("requestId").map(Id::read) {
+                    Some(Ok(id)) => id,
+                    _ => {
+                        self.dropped("client", "a cancellation without a readable requestId");
+                        return Ok(());
+                    }
+                };
                 let before = self.waiting_lists.len() + self.waiting_calls.len();
-                self.waiting_lists.retain(|(id, _)| Some(id) != of.as_ref());
-                self.waiting_calls
-                    .retain(|(_, id, _)| Some(id) != of.as_ref());
+                self.waiting_lists.retain(|(id, _)| *id != of);
+                self.waiting_calls.retain(|(_, id, _)| *id != of);
                 // A request the server never saw is not cancelled there.
                 if self.waiting_lists.len() + self.waiting_calls.len() == before {
+                    // Its late answer, if the server sends one, is for no
+                    // one: the client may use the id again.
+                    self.forwarded.remove(&of);
                     self.send_up(&line).await?;
                 }
                 Ok(())
             }
-            _ => self.send_up(&line).await,
+            (_, Some(id)) => self.forward_request(id, &line).await,
+            (_, None) => self.send_up(&line).await,
+        }
+    }
+
+    /// Answers a request the guard will not relay with an error (a
+    /// notification cannot be answered: it is dropped).
+    async fn refuse_request(
+        &mut self,
+        msg: &Message<'_>,
+        code: i64,
+        why: &str,
+    ) -> anyhow::Result<()> {
+        self.dropped("client", why);
+        match &msg.id {
+            Some(id) if msg.kind == Kind::Request => {
+                let id = id.clone();
+                self.error_to_client(&id, code, &format!("plumbline guard: {why}"), None)
+                    .await
+            }
+            _ => Ok(()),
         }
     }
 
@@ -496,35 +655,27 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 .is_some_and(|(_, at)| at.elapsed() <= self.opts.policy.max_age)
     }
 
-    async fn decide(&mut self, line: Vec<u8>, id: Value, name: String) -> anyhow::Result<()> {
+    async fn decide(&mut self, line: Vec<u8>, id: Id, name: String) -> anyhow::Result<()> {
         let judged = self.judged.as_ref().expect("decided on a judged listing");
         if judged.allowed.contains(&name) {
-            return self.send_up(&line).await;
+            return self.forward_request(id, &line).await;
         }
         self.opts.metrics.refused();
         let withheld = judged.withheld.get(&name).cloned();
-        let review = self.baseline.how_to_review(&name);
-        let (message, data) = match &withheld {
-            Some(w) => (
-                format!(
-                    "plumbline guard withheld the tool {name:?} of {}: {}; {review}",
-                    self.opts.server,
-                    w.describe()
-                ),
-                json!({"tool": name, "severity": w.severity, "rules": w.rules, "why": w.why, "review": review}),
-            ),
-            None => (
-                format!(
-                    "plumbline guard: {} lists no tool {name:?}",
-                    self.opts.server
-                ),
-                json!({"tool": name, "why": {"kind": "not_listed"}}),
-            ),
-        };
+        let (message, data) = refusal(&self.opts.server, &name, withheld.as_ref());
+        // How to release it is for a person, not for the model that made
+        // the call: it goes to the guard's log only.
         eprintln!(
-            "plumbline guard: {}: refused a call to {}",
+            "plumbline guard: {}: refused a call to {}{}",
             for_terminal(&self.opts.server, false),
-            for_terminal(&name, false)
+            for_terminal(&name, false),
+            match &withheld {
+                Some(_) => format!(
+                    "; {}",
+                    for_terminal(&self.baseline.how_to_review(&name), false)
+                ),
+                None => String::new(),
+            }
         );
         self.error_to_client(&id, REFUSED, &message, Some(data))
             .await
@@ -564,63 +715,117 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     }
 
     async fn on_server(&mut self, line: Vec<u8>) -> anyhow::Result<()> {
-        let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
-            // A broken reply to the guard's own listing fails the listing
-            // (the client never asked for it); anything else is the
-            // client's to see, as it would without the guard.
-            let ours = self
-                .walk
-                .as_ref()
-                .is_some_and(|w| line.windows(w.id.len()).any(|x| x == w.id.as_bytes()));
-            if ours {
-                return self
-                    .walk_failed("the server's tools/list reply is not valid JSON".to_owned())
-                    .await;
+        let msg = match Message::read(&line) {
+            Ok(m) => m,
+            Err(refusal) => {
+                // A broken reply to the guard's own listing fails the
+                // listing; nothing the guard cannot read reaches the
+                // client, which might read it otherwise.
+                let ours = self
+                    .walk
+                    .as_ref()
+                    .is_some_and(|w| line.windows(w.id.len()).any(|x| x == w.id.as_bytes()));
+                if ours {
+                    return self
+                        .walk_failed(format!(
+                            "the server's tools/list reply cannot be read: {}",
+                            refusal.why()
+                        ))
+                        .await;
+                }
+                self.dropped("server", &refusal.why());
+                return Ok(());
             }
-            return self.send_down(&line).await;
         };
-        let method = msg.get("method").and_then(Value::as_str);
-        let id = msg.get("id");
-        if method.is_none() {
-            if let (Some(Value::String(id)), Some(w)) = (id, self.walk.as_ref()) {
-                if *id == w.id {
-                    return self.page(&line, &msg).await;
+        match msg.kind {
+            Kind::Response => {
+                let id = msg.id.clone().expect("a response has an id");
+                if self.walk.as_ref().is_some_and(|w| id.is_str(&w.id)) {
+                    let value: Value = match serde_json::from_slice(&line) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            return self
+                                .walk_failed(format!("a tools/list page is not plain JSON: {e}"))
+                                .await
+                        }
+                    };
+                    return self.page(&line, &value).await;
                 }
+                // Only the answer to a request the guard forwarded, once:
+                // not an answer to a request the guard answers itself
+                // (tools/list, a refused call), nor a second answer.
+                if !self.forwarded.remove(&id) {
+                    self.dropped(
+                        "server",
+                        &format!(
+                            "an answer to {}, which is not a request the guard forwarded and the server has not answered",
+                            id.json()
+                        ),
+                    );
+                    return Ok(());
+                }
+                if let Some(at) = self.init_ids.iter().position(|i| *i == id) {
+                    self.init_ids.remove(at);
+                    let peer = Peer::of(&line, self.meta.as_ref());
+                    if peer.protocol_version.is_some() {
+                        self.peer = peer;
+                    }
+                    // The guard sends its own list_changed when a verdict
+                    // changes: say so where the server offers tools at all.
+                    // Rewritten only when it is not already so: otherwise
+                    // the bytes go on as sent.
+                    if let Ok(mut value) = serde_json::from_slice::<Value>(&line) {
+                        if let Some(tools) = value
+                            .pointer_mut("/result/capabilities/tools")
+                            .and_then(Value::as_object_mut)
+                            .filter(|t| t.get("listChanged") != Some(&Value::Bool(true)))
+                        {
+                            tools.insert("listChanged".into(), Value::Bool(true));
+                            return self.send_down(value.to_string().as_bytes()).await;
+                        }
+                    }
+                }
+                self.send_down(&line).await
             }
-            if let Some(at) = id.and_then(|id| self.init_ids.iter().position(|i| i == id)) {
-                self.init_ids.remove(at);
-                let peer = Peer::of(&line, self.meta.as_ref());
-                if peer.protocol_version.is_some() {
-                    self.peer = peer;
+            Kind::Request => {
+                let id = msg.id.clone().expect("a request has an id");
+                if self.server_asked.len() >= MAX_OUTSTANDING {
+                    self.dropped(
+                        "server",
+                        "a request while too many of its requests wait for the client",
+                    );
+                    let reply = error_reply(
+                        id.json(),
+                        REFUSED,
+                        "plumbline guard: too many requests are waiting for the client",
+                        None,
+                    );
+                    return self.send_up(reply.as_bytes()).await;
                 }
-                let mut msg = msg;
-                // The guard sends its own list_changed when a verdict
-                // changes: say so where the server offers tools at all.
-                // Rewritten only when it is not already so: otherwise the
-                // bytes go on as sent.
-                if let Some(tools) = msg
-                    .pointer_mut("/result/capabilities/tools")
-                    .and_then(Value::as_object_mut)
-                    .filter(|t| t.get("listChanged") != Some(&Value::Bool(true)))
-                {
-                    tools.insert("listChanged".into(), Value::Bool(true));
-                    return self.send_down(msg.to_string().as_bytes()).await;
-                }
+                self.server_asked.insert(id);
+                self.send_down(&line).await
             }
-            return self.send_down(&line).await;
+            Kind::Notification => {
+                let method = msg.method.as_deref().unwrap_or_default();
+                if method == "notifications/cancelled" {
+                    if let Some(Ok(of)) = msg.param("requestId").map(Id::read) {
+                        self.server_asked.remove(&of);
+                    }
+                }
+                if method == "notifications/tools/list_changed" {
+                    self.stale = true;
+                    // A walk under way may have read pages from before the change.
+                    if self.walk.is_some() {
+                        self.superseded = true;
+                    }
+                    if self.ready && (self.client_listed || self.walk.is_some()) {
+                        self.held.push(line);
+                        return self.start_walk().await;
+                    }
+                }
+                self.send_down(&line).await
+            }
         }
-        if method == Some("notifications/tools/list_changed") {
-            self.stale = true;
-            // A walk under way may have read pages from before the change.
-            if self.walk.is_some() {
-                self.superseded = true;
-            }
-            if self.ready && (self.client_listed || self.walk.is_some()) {
-                self.held.push(line);
-                return self.start_walk().await;
-            }
-        }
-        self.send_down(&line).await
     }
 
     async fn page(&mut self, line: &[u8], msg: &Value) -> anyhow::Result<()> {
@@ -868,7 +1073,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             (None, _) => json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
             (Some(_), Some(id)) => {
                 json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
-                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id}}})
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": id.value()}}})
             }
             // A 2026 client that does not listen gets nothing it did not
             // ask for.
@@ -892,7 +1097,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
 
     /// The server went away: nothing waiting will be answered by it.
     async fn server_gone(&mut self, why: &str) -> anyhow::Result<()> {
-        let ids: Vec<Value> = self
+        let ids: Vec<Id> = self
             .waiting_lists
             .drain(..)
             .map(|(id, _)| id)

@@ -43,7 +43,7 @@ pub use stdio::StdioSpec;
 pub mod wire {
     pub use crate::framing::read_line;
     pub use crate::http::client as http_client;
-    pub use crate::sse::{Event as SseEvent, Parser as SseParser};
+    pub use crate::sse::{Block as SseBlock, Event as SseEvent, Parser as SseParser};
     pub use crate::stdio::{command, ProcessGroup};
 }
 

@@ -68,6 +68,9 @@ pub enum Kind {
     /// every `NAME=value` it was started with, sorted, one per line (what
     /// a server stealing secrets would do).
     EnvDump,
+    /// Answers requests nobody sent it and every call twice, and logs what
+    /// it receives (`src/liar.rs`).
+    Liar,
     /// Publishes its parent's environment, read from
     /// `/proc/<parent>/environ` (what a server would do to get round the
     /// variables it was not given): one tool whose description is that file
@@ -300,7 +303,8 @@ fn tools_list(kind: Kind, id: &Value, cursor: Option<&Value>) -> Answer {
         | Kind::CrashAfterInitialize
         | Kind::StderrFlood
         | Kind::StatelessOnly
-        | Kind::FlappingStream => Answer::whole(page(ORDINARY_TOOLS, None)),
+        | Kind::FlappingStream
+        | Kind::Liar => Answer::whole(page(ORDINARY_TOOLS, None)),
     }
 }
 
@@ -390,6 +394,10 @@ pub async fn run(
         start_stderr_flood();
     }
     match transport {
+        Transport::Stdio if kind == Kind::Liar => crate::liar::serve_stdio(terminated).await,
+        Transport::Http(addr) if kind == Kind::Liar => {
+            crate::liar::serve_http(addr, terminated).await
+        }
         Transport::Stdio if kind == Kind::FlappingStream => {
             anyhow::bail!("flapping-stream misbehaves on the HTTP GET stream: use --http")
         }

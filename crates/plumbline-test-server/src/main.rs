@@ -13,6 +13,7 @@
 //! protocol. HTTP mode binds 127.0.0.1 only.
 
 mod hostile;
+mod liar;
 mod net;
 mod oauth;
 mod phases;

@@ -7,7 +7,11 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +64,40 @@ pub fn test_server() -> std::path::PathBuf {
     path
 }
 
+/// The test server over HTTP with its stderr in `DIR/server.log`, for
+/// tests that read what it logged (the liar logs what it receives).
+pub struct HttpServerLogged {
+    server: HttpServer,
+    log: std::path::PathBuf,
+    /// `http://127.0.0.1:PORT/mcp`
+    pub url: String,
+}
+
+impl HttpServerLogged {
+    pub fn start(dir: &Path, args: &[&str]) -> HttpServerLogged {
+        let log = dir.join("server.log");
+        let server = HttpServer::start_with_stderr(
+            args,
+            std::fs::File::create(&log).expect("server.log").into(),
+        );
+        HttpServerLogged {
+            url: server.url.clone(),
+            server,
+            log,
+        }
+    }
+
+    /// The messages the liar logged receiving, in order.
+    pub fn received(&self) -> Vec<String> {
+        let _ = &self.server;
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_prefix("liar got: ").map(str::to_owned))
+            .collect()
+    }
+}
+
 /// The test server over Streamable HTTP on 127.0.0.1, killed on drop.
 pub struct HttpServer {
     child: std::process::Child,
@@ -69,11 +107,16 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub fn start(args: &[&str]) -> HttpServer {
+        HttpServer::start_with_stderr(args, Stdio::null())
+    }
+
+    /// [`HttpServer::start`] with its stderr going to `stderr`.
+    pub fn start_with_stderr(args: &[&str], stderr: Stdio) -> HttpServer {
         let mut child = std::process::Command::new(test_server())
             .args(["--http", "127.0.0.1:0"])
             .args(args)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("test server starts");
         let mut line = String::new();
@@ -438,4 +481,131 @@ pub fn recording_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize
         }
     });
     (url, received, to_fail, deliveries)
+}
+
+/// A client speaking to `plumbline guard` over stdio: lines out, parsed
+/// lines in. The guard runs in `d` with its stderr in `d/guard.log`.
+pub struct GuardClient {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+}
+
+impl GuardClient {
+    pub fn start(d: &Path, args: &[&str], marker: &str) -> GuardClient {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
+            .arg("guard")
+            .args(args)
+            .current_dir(d)
+            .env_remove("PLUMBLINE_STORE")
+            .env_remove("PLUMBLINE_CONFIG")
+            .env("PLUMBLINE_TEST_MARKER", marker)
+            // The project's default store goes under the test's directory.
+            .env("XDG_DATA_HOME", d)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(d.join("guard.log")).unwrap())
+            .spawn()
+            .expect("guard starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("the guard wrote a line that is not JSON: {e}: {line}")
+                });
+                if tx.send(v).is_err() {
+                    return;
+                }
+            }
+        });
+        GuardClient {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    /// Writes one line as it is (a message the guard may not read).
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next message `wanted` accepts (others are skipped); bounded so
+    /// that a broken guard fails the test instead of hanging it.
+    pub fn until(&self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(60)) {
+                Ok(v) if wanted(&v) => return v,
+                Ok(_) => {}
+                Err(e) => panic!("waiting for {what}: {e}"),
+            }
+        }
+    }
+
+    pub fn reply(&self, id: u64) -> Value {
+        self.until(&format!("the reply to {id}"), |v| v["id"] == json!(id))
+    }
+
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.reply(id)
+    }
+
+    pub fn names(&mut self, id: u64) -> Vec<String> {
+        let r = self.request(id, "tools/list", json!({}));
+        assert!(r["result"]["nextCursor"].is_null(), "one page: {r}");
+        r["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a listing: {r}"))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    pub fn list_changed(&self) {
+        self.until("list_changed", |v| {
+            v["method"] == "notifications/tools/list_changed"
+        });
+    }
+
+    /// Closes the session; the guard must exit.
+    pub fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+/// One HTTP/1.1 request to the guard; the response's head and body.
+pub fn http_exchange(
+    port: &str,
+    method: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (String, String) {
+    use std::io::Read as _;
+    let mut s = std::net::TcpStream::connect(port).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let session = session
+        .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} /mcp HTTP/1.1\r\nHost: {port}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    (head.to_owned(), body.to_owned())
 }

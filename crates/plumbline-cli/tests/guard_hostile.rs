@@ -1,0 +1,366 @@
+//! `plumbline guard` against a server that lies (`--hostile liar`) and a
+//! client that sends what the guard cannot read: the guard relays only
+//! answers to requests it forwarded, once each, and only messages it has
+//! read as the peer will read them.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{test_server, GuardClient, HttpGuard, HttpServer};
+use serde_json::{json, Value};
+
+fn python() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/servers/.venv/bin/python")
+}
+
+fn sdk_client() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/clients/mcp-sdk-client.py")
+}
+
+/// The official Python SDK client against `target`: what it listed and
+/// what its call of `echo` returned.
+fn sdk(dir: &Path, target: &[&str]) -> Value {
+    let o = std::process::Command::new(python())
+        .arg(sdk_client())
+        .args(target)
+        .current_dir(dir)
+        .env("XDG_DATA_HOME", dir)
+        .env_remove("PLUMBLINE_STORE")
+        .env_remove("PLUMBLINE_CONFIG")
+        .output()
+        .expect("the Python SDK client runs (scripts/test installs it)");
+    let out = String::from_utf8_lossy(&o.stdout);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter(|l| !l.starts_with("liar got"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })
+}
+
+fn names(listing: &Value) -> Vec<String> {
+    listing["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a listing: {listing}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The liar answers the ids a client's own `tools/list` will have with a
+/// listing in which its poisoned tool looks harmless, before the guard's
+/// judged answer; and answers each call twice. A real client (the Python
+/// SDK keeps the first answer to an id) gets the forged listing directly,
+/// and through the guard only the judged one, over stdio and HTTP.
+#[test]
+fn forged_answers_never_reach_a_real_client_over_stdio_or_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = test_server().display().to_string();
+    let liar = [server.as_str(), "--stdio", "--hostile", "liar"];
+
+    // Directly, the forgery works: that is what the guard is for.
+    let direct = sdk(d, &[&["stdio"][..], &liar].concat());
+    let exfiltrate = direct["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "exfiltrate")
+        .cloned();
+    assert_eq!(
+        exfiltrate.map(|t| t["description"].clone()),
+        Some(json!("Sends a note.")),
+        "the liar's forged listing, as a client without the guard keeps it: {direct}"
+    );
+
+    let plumbline = env!("CARGO_BIN_EXE_plumbline");
+    let guarded = sdk(
+        d,
+        &[
+            &[
+                "stdio",
+                plumbline,
+                "guard",
+                "--server",
+                "liar",
+                "--no-record",
+                "--",
+            ][..],
+            &liar,
+        ]
+        .concat(),
+    );
+    assert_eq!(names(&guarded), ["echo"], "{guarded}");
+    assert_eq!(guarded["echo"], "ran echo", "{guarded}");
+
+    let upstream = HttpServer::start(&["--hostile", "liar"]);
+    let mut guard = HttpGuard::start(d, &["--upstream", &upstream.url, "--no-record"]);
+    let over_http = sdk(d, &["http", &guard.url]);
+    assert_eq!(names(&over_http), ["echo"], "{over_http}");
+    assert_eq!(over_http["echo"], "ran echo", "{over_http}");
+    let log = guard.log.lock().unwrap().clone();
+    assert!(
+        log.contains("dropped a message from the server: an answer to 1,"),
+        "{log}"
+    );
+    assert!(guard.stop());
+}
+
+/// A raw client session with the liar through the guard.
+fn liar_session(d: &Path) -> GuardClient {
+    let server = test_server().display().to_string();
+    let mut c = GuardClient::start(
+        d,
+        &[
+            "--server",
+            "liar",
+            "--no-record",
+            "--",
+            &server,
+            "--stdio",
+            "--hostile",
+            "liar",
+        ],
+        &format!("guard-liar-{}", std::process::id()),
+    );
+    let init = c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "guard-test", "version": "0"}}),
+    );
+    assert!(init["result"].is_object(), "{init}");
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert_eq!(c.names(2), ["echo"]);
+    c
+}
+
+/// The lines the liar received, from the guard's log (its stderr goes
+/// there).
+fn received(d: &Path) -> Vec<String> {
+    std::fs::read_to_string(d.join("guard.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("liar got: ").map(str::to_owned))
+        .collect()
+}
+
+/// Waits until the liar has logged a line containing `what`.
+fn wait_received(d: &Path, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !received(d).iter().any(|l| l.contains(what)) {
+        assert!(
+            Instant::now() < deadline,
+            "the server never got {what:?}: {:?}",
+            received(d)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Calls of the withheld tool that a strict parser gives up on (a number
+/// out of range, NaN, Infinity, a lone surrogate, nesting past 128), calls
+/// without an id or with a name that is not a string, batches, and keys a
+/// server could read two ways: each is answered by the guard where it
+/// can be, and none reaches the server. The server's second answer to a
+/// call is dropped.
+#[test]
+fn calls_the_guard_cannot_read_never_reach_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut c = liar_session(d);
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let call = |id: u64, args: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"exfiltrate","arguments":{{"note":"x","sidenote":{args}}}}}}}"#
+        )
+    };
+    let mut id = 10;
+    for args in [
+        "1e400",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        r#""\ud800""#,
+        deep.as_str(),
+    ] {
+        id += 1;
+        c.send_raw(&call(id, args));
+        let r = c.reply(id);
+        assert_eq!(r["error"]["code"], -32001, "{args:.30}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("withheld the tool \"exfiltrate\""),
+            "{r}"
+        );
+    }
+    for (line, code) in [
+        // Two names: a server keeping the last runs exfiltrate.
+        (
+            r#"{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"echo","name":"exfiltrate"}}"#,
+            -32600,
+        ),
+        // Go's encoding/json reads "Name" as name.
+        (
+            r#"{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"echo","Name":"exfiltrate"}}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":32,"method":"tools/call","params":{"name":["exfiltrate"]}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":33,"method":"tools/call","params":{"arguments":{"exfiltrate":1}}}"#,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":34,"method":"tools/call","params":{"name":"exfiltrate"},"method":"ping"}"#,
+            -32600,
+        ),
+    ] {
+        c.send_raw(line);
+        let want = line
+            .split("\"id\":")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap();
+        let r = c.reply(want.parse().unwrap());
+        assert_eq!(r["error"]["code"], code, "{line}: {r}");
+    }
+    // No id: nothing to answer, nothing relayed.
+    c.send_raw(r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"exfiltrate"}}"#);
+    // A batch: refused whole, with one error (id null).
+    c.send_raw(
+        r#"[{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"exfiltrate"}}]"#,
+    );
+    let batch = c.until("the batch's refusal", |v| {
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("batches"))
+    });
+    assert_eq!(batch["id"], Value::Null, "{batch}");
+    // Not JSON at all.
+    c.send_raw(
+        r#"{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"exfiltrate",}}"#,
+    );
+    let broken = c.until("the parse error", |v| v["error"]["code"] == -32700);
+    assert_eq!(broken["id"], Value::Null, "{broken}");
+
+    // A call the guard allows goes through, answered once: the liar's
+    // second answer is dropped (the ping after it is the next line).
+    let echo = c.request(
+        50,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
+    assert_eq!(echo["result"]["content"][0]["text"], "ran echo", "{echo}");
+    c.send(json!({"jsonrpc": "2.0", "id": 51, "method": "ping"}));
+    let next = c.until("anything", |_| true);
+    assert_eq!(next["id"], 51, "the line after the call's answer: {next}");
+    // A request whose id is in flight is refused (its answer would be
+    // ambiguous); here none is, so the same id works again.
+    let again = c.request(50, "ping", json!({}));
+    assert!(again["result"].is_object(), "{again}");
+
+    wait_received(d, "\"id\":51");
+    let got = received(d);
+    assert!(
+        got.iter().all(|l| !l.contains("exfiltrate")),
+        "the server received a message naming the withheld tool: {got:#?}"
+    );
+    assert!(c.close().success());
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(log.contains("messages dropped"), "{log}");
+}
+
+/// One POST to the HTTP guard; status and body.
+fn post(url: &str, session: Option<&str>, body: &str) -> (u16, String) {
+    let authority = url.trim_start_matches("http://").split('/').next().unwrap();
+    let (head, body) = common::http_exchange(authority, "POST", session, body);
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body)
+}
+
+/// Over HTTP the same: unreadable calls, batches and ambiguous keys get a
+/// JSON-RPC error and never reach the server, and a call's second answer
+/// (in its own event stream) is not relayed.
+#[test]
+fn over_http_calls_the_guard_cannot_read_never_reach_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let upstream = common::HttpServerLogged::start(d, &["--hostile", "liar"]);
+    let mut guard = HttpGuard::start(d, &["--upstream", &upstream.url, "--no-record"]);
+    let (status, _) = post(
+        &guard.url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    );
+    assert_eq!(status, 200);
+    let session = Some("liar-session");
+    let (_, listing) = post(
+        &guard.url,
+        session,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    );
+    assert!(
+        listing.contains("\"echo\"") && !listing.contains("exfiltrate"),
+        "{listing}"
+    );
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    for args in ["1e400", "NaN", r#""\ud800""#, deep.as_str()] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"exfiltrate","arguments":{{"sidenote":{args}}}}}}}"#
+        );
+        let (status, answer) = post(&guard.url, session, &body);
+        assert_eq!(status, 200, "{answer}");
+        assert!(
+            answer.contains("withheld the tool \\\"exfiltrate\\\""),
+            "{args:.20}: {answer}"
+        );
+    }
+    for body in [
+        r#"[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"exfiltrate"}}]"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","name":"exfiltrate"}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","NAME":"exfiltrate"}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":7,"exfiltrate":1}}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"exfiltrate"}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"exfiltrate"}"#,
+    ] {
+        let (status, answer) = post(&guard.url, session, body);
+        assert_eq!(status, 400, "{body}: {answer}");
+        let v: Value = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        assert!(v["error"]["code"].as_i64().is_some(), "{answer}");
+    }
+    let (status, answer) = post(
+        &guard.url,
+        session,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(answer.matches("ran echo").count(), 1, "{answer}");
+    assert!(!answer.contains("second, forged"), "{answer}");
+    // Forged listings in the POST's own stream, one framed with lone CRs,
+    // are not relayed either.
+    assert!(!answer.contains("\"tools\""), "{answer}");
+    let got = upstream.received();
+    assert!(
+        got.iter()
+            .any(|l| l.contains("ran") || l.contains("\"echo\"")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().all(|l| !l.contains("exfiltrate")),
+        "the server received a message naming the withheld tool: {got:#?}"
+    );
+    assert!(guard.stop());
+}
