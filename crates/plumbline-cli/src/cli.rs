@@ -353,6 +353,12 @@ pub struct PinArgs {
     /// With --update: pin even what --max-severity refuses.
     #[arg(long, requires = "update")]
     pub force: bool,
+    /// With --update: accept changes graded HIGH or CRITICAL up to this
+    /// severity. Without it such a change is pinned only after a yes at
+    /// the terminal's prompt, and refused where there is none (a script,
+    /// an agent's shell).
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity(), requires = "update")]
+    pub accept_severity: Option<Severity>,
     /// human, or json: one document {"lock", "taxonomy", "wrote",
     /// "events": [{"server", "tool", "outcome", "severity"}]}.
     #[arg(long, value_enum, default_value_t = Format::Human)]

@@ -22,6 +22,9 @@ struct StoreBaseline {
     store: Option<PathBuf>,
     registry: PathBuf,
     server: String,
+    /// The store was there at an earlier read: its going is an error,
+    /// not "no baseline".
+    seen: bool,
 }
 
 impl Baseline for StoreBaseline {
@@ -29,8 +32,12 @@ impl Baseline for StoreBaseline {
         // No store yet: no baseline (every tool is new), not an error.
         let location = crate::commands::store_path(self.store.as_deref(), &self.registry)?;
         if !crate::commands::store_exists(&location) {
+            if self.seen {
+                bail!("the store {} is gone", location.display());
+            }
             return Ok(None);
         }
+        self.seen = true;
         let store = crate::commands::open_existing_store(self.store.as_deref(), &self.registry)?;
         let mut lock = crate::gate::lock_from_store(
             &store,
@@ -40,7 +47,7 @@ impl Baseline for StoreBaseline {
         Ok(lock.servers.remove(&self.server))
     }
 
-    fn how_to_review(&self, tool: &str) -> String {
+    fn how_to_review(&self, tool: &str, _severity: plumbline_taxonomy::Severity) -> String {
         format!(
             "review and accept the change of {}/{tool} on the dashboard (`plumbline serve`)",
             self.server
@@ -319,6 +326,7 @@ fn baseline_for(args: &GuardArgs, server: &str) -> Result<(Box<dyn Baseline>, Op
                 store: args.store.path.clone(),
                 registry: args.config.path.clone(),
                 server: server.to_owned(),
+                seen: false,
             }),
             None,
         ),

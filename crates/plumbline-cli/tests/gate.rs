@@ -165,6 +165,8 @@ fn update_refuses_above_max_severity_unless_forced() {
             "--max-severity",
             "medium",
             "--force",
+            "--accept-severity",
+            "critical",
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -919,4 +921,69 @@ fn an_ungraded_change_says_what_changed() {
         v["servers"][0]["drift"]["tools"][0]["fields"][0]["pointer"], "/outputSchema/type",
         "{v}"
     );
+}
+
+/// Issue 38, hole 4: an agent with a shell must not release a rug pull by
+/// running `pin --update`. A change graded HIGH or worse is pinned only
+/// with `--accept-severity` at least its grade (or a yes at a terminal's
+/// prompt, which a test has none of), and the output says what was
+/// accepted.
+#[test]
+fn a_high_or_critical_change_is_pinned_only_when_its_severity_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let before = saved(d, "before", &[ADD, ECHO]);
+    let o = plumbline(d, &["pin", "--tools", &before]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let lock = std::fs::read(d.join("plumbline.lock")).unwrap();
+    let next = saved(d, "next", &[ADD_RUG_PULL, ECHO]);
+    for extra in [
+        &[][..],
+        &["--accept-severity", "high"],
+        &["--max-severity", "low", "--force"],
+    ] {
+        let o = plumbline(
+            d,
+            &[
+                &["pin", "--update", "shop", "add", "--tools", &next][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("shop/add: refused: the change is CRITICAL; review it, then pass --accept-severity critical"),
+            "{extra:?}: {out}"
+        );
+        assert_eq!(
+            std::fs::read(d.join("plumbline.lock")).unwrap(),
+            lock,
+            "{extra:?}"
+        );
+    }
+    let o = plumbline(
+        d,
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--tools",
+            &next,
+            "--accept-severity",
+            "critical",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let event = &v["events"][0];
+    assert_eq!(event["tool"], "add", "{v}");
+    assert_eq!(
+        event["accepted"], "accepted a CRITICAL change (--accept-severity critical)",
+        "{v}"
+    );
+    assert_ne!(std::fs::read(d.join("plumbline.lock")).unwrap(), lock);
 }

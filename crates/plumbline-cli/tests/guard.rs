@@ -115,23 +115,7 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     assert_eq!(c.names(2), ["add", "echo"]);
     // The rug pull: the server moves to the poisoned phase (SIGUSR1) and
     // says so; the guard re-judges before passing that on.
-    let servers: Vec<u32> = common::processes_with(&format!("PLUMBLINE_TEST_MARKER={marker}"))
-        .into_iter()
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                // argv[0]: the guard names the server among its arguments.
-                c.split(|b| *b == 0)
-                    .next()
-                    .is_some_and(|a| a.ends_with(b"plumbline-test-server"))
-            })
-        })
-        .collect();
-    assert_eq!(servers.len(), 1, "{servers:?}");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(servers[0] as i32),
-        nix::sys::signal::Signal::SIGUSR1,
-    )
-    .unwrap();
+    advance_server(&marker);
     c.list_changed();
     assert_eq!(c.names(3), ["echo"]);
 
@@ -156,7 +140,10 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
         "{refused}"
     );
     let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
-    assert!(log.contains("pin --update shop add"), "{log}");
+    assert!(
+        log.contains("pin --update shop add --accept-severity critical"),
+        "{log}"
+    );
     assert_eq!(refused["error"]["data"]["severity"], "CRITICAL");
     assert!(!refused["error"]["data"]["rules"]
         .as_array()
@@ -195,7 +182,17 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     let mut config = std::fs::read_to_string(d.join("plumbline.toml")).unwrap();
     config.push_str("\n[[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"high\"\n");
     std::fs::write(d.join("plumbline.toml"), &config).unwrap();
-    let o = plumbline(d, &["pin", "--update", "shop", "add"]);
+    let o = plumbline(
+        d,
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--accept-severity",
+            "critical",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     c.list_changed();
     assert_eq!(c.names(8), ["add", "echo"]);
@@ -225,6 +222,28 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     let marker = format!("PLUMBLINE_TEST_MARKER={marker}");
     let left = common::left_after_a_moment(&marker);
     assert!(left.is_empty(), "the server outlived the session: {left:?}");
+}
+
+/// Moves the test server the guard started (found by the marker in its
+/// environment) to its next phase with SIGUSR1; it announces the change.
+fn advance_server(marker: &str) {
+    let servers: Vec<u32> = common::processes_with(&format!("PLUMBLINE_TEST_MARKER={marker}"))
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                // argv[0]: the guard names the server among its arguments.
+                c.split(|b| *b == 0)
+                    .next()
+                    .is_some_and(|a| a.ends_with(b"plumbline-test-server"))
+            })
+        })
+        .collect();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(servers[0] as i32),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
 }
 
 /// A directory with a valid lock (pinned from a well-behaved server named
@@ -925,7 +944,17 @@ fn over_http_a_review_is_told_on_the_sessions_get_stream() {
         }
     }
     configure(&after.url);
-    let o = plumbline(d, &["pin", "--update", "shop", "add"]);
+    let o = plumbline(
+        d,
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--accept-severity",
+            "critical",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     loop {
         let line = events
@@ -976,4 +1005,71 @@ fn over_http_a_listing_that_cannot_be_judged_follows_on_error() {
             assert!(reply["result"]["tools"].is_array(), "{reply}");
         }
     }
+}
+
+/// A baseline that cannot be read mid-session is not "no baseline" (which
+/// makes every tool new, and `--new-tools allow` would pass them all): the
+/// guard judges against the one it read before, and a change it withholds
+/// stays withheld.
+#[test]
+fn a_store_that_disappears_mid_session_releases_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    configure(d, &phase0());
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A MEDIUM change: add gains an optional input.
+    let medium = json!([
+        {"name": "add", "description": "Adds two numbers.",
+         "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}},
+        tool("echo", "Echoes the text back.")
+    ]);
+    std::fs::write(
+        d.join("both.json"),
+        serde_json::to_vec(&json!([phase0(), medium])).unwrap(),
+    )
+    .unwrap();
+    let marker = format!("guard-store-gone-{}", std::process::id());
+    let server = test_server().display().to_string();
+    let both = d.join("both.json").display().to_string();
+    let mut c = Client::start(
+        d,
+        &[
+            "--server",
+            "shop",
+            "--store",
+            "p.db",
+            "--block-on",
+            "medium",
+            "--new-tools",
+            "allow",
+            "--no-record",
+            "--",
+            &server,
+            "--stdio",
+            "--phases",
+            &both,
+        ],
+        &marker,
+    );
+    initialized(&mut c);
+    assert_eq!(c.names(2), ["add", "echo"]);
+    for f in ["p.db", "p.db-wal", "p.db-shm"] {
+        let _ = std::fs::remove_file(d.join(f));
+    }
+    advance_server(&marker);
+    c.list_changed();
+    assert_eq!(c.names(3), ["echo"], "the MEDIUM change stays withheld");
+    let call = c.request(
+        4,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 1, "b": 2}}),
+    );
+    assert_eq!(call["error"]["code"], -32001, "{call}");
+    assert!(c.close().success());
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(
+        log.contains("the baseline cannot be read") && log.contains("is gone"),
+        "{log}"
+    );
 }

@@ -183,7 +183,17 @@ fn a_tool_the_lock_does_not_accept_is_absent_for_the_inspector_until_pinned() {
     );
     assert_eq!(call.status.code(), Some(5), "{}", text(&call));
 
-    let o = plumbline(d, &["pin", "--update", "shop", "add"]);
+    let o = plumbline(
+        d,
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--accept-severity",
+            "critical",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(
         names(&inspect(d, "guarded", &["--method", "tools/list"])),

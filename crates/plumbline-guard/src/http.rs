@@ -139,11 +139,12 @@ pub async fn serve(
     let local = listener.local_addr()?;
     let client = plumbline_mcp::wire::http_client(&opts.limits)
         .map_err(|e| anyhow::anyhow!("the HTTP client: {e}"))?;
+    let server = opts.server.clone();
     let app = Arc::new(App {
         opts,
         local,
         client,
-        baseline: Mutex::new(baseline),
+        baseline: Mutex::new(Box::new(crate::Kept::new(baseline, &server))),
         sessions: Mutex::new(HashMap::new()),
         next: Default::default(),
         loaded: Mutex::new(None),
@@ -1391,7 +1392,12 @@ async fn check_call(
     }
     let withheld = judged.withheld.get(name);
     // How to release it goes to the guard's log, never to the model.
-    let review = withheld.map(|_| app.baseline.lock().expect("baseline").how_to_review(name));
+    let review = withheld.map(|w| {
+        app.baseline
+            .lock()
+            .expect("baseline")
+            .how_to_review(name, w.severity)
+    });
     let (message, data) = refusal(&app.opts.server, name, withheld);
     refuse(message, data, review)
 }

@@ -93,9 +93,81 @@ pub trait Baseline: Send {
     /// then new).
     fn load(&mut self) -> anyhow::Result<Option<LockedServer>>;
 
-    /// How a person accepts `tool`'s current definition: a command, or a
-    /// dashboard URL.
-    fn how_to_review(&self, tool: &str) -> String;
+    /// How a person accepts `tool`'s current definition, a change graded
+    /// `severity`: a command, or a dashboard URL. For the guard's log and
+    /// never for the model.
+    fn how_to_review(&self, tool: &str, severity: Severity) -> String;
+}
+
+/// A baseline as one guard session holds it: the last one read is kept,
+/// and judged against while a later read fails. A baseline that was
+/// there and is gone (the store deleted, the server's entry removed) is a
+/// failure, never "no baseline": that would make every tool new, and
+/// `--new-tools allow` would pass them all. So an outage of the baseline
+/// releases nothing that was withheld; with none read yet, the error
+/// policy decides.
+pub struct Kept {
+    inner: Box<dyn Baseline>,
+    server: String,
+    last: Option<Option<LockedServer>>,
+    /// The read error stderr was last told of.
+    failing: Option<String>,
+}
+
+impl Kept {
+    pub fn new(inner: Box<dyn Baseline>, server: &str) -> Kept {
+        Kept {
+            inner,
+            server: server.to_owned(),
+            last: None,
+            failing: None,
+        }
+    }
+}
+
+impl Baseline for Kept {
+    fn load(&mut self) -> anyhow::Result<Option<LockedServer>> {
+        let now = match self.inner.load() {
+            Ok(None) if matches!(self.last, Some(Some(_))) => Err(anyhow::anyhow!(
+                "the accepted baseline of {} is no longer there",
+                self.server
+            )),
+            other => other,
+        };
+        let say = |what: &str| {
+            eprintln!(
+                "plumbline guard: {}: {}",
+                plumbline_taxonomy::sanitize::for_terminal(&self.server, false),
+                plumbline_taxonomy::sanitize::for_terminal(what, false)
+            )
+        };
+        match now {
+            Ok(base) => {
+                if self.failing.take().is_some() {
+                    say("the baseline can be read again");
+                }
+                self.last = Some(base.clone());
+                Ok(base)
+            }
+            Err(e) => {
+                let Some(last) = &self.last else {
+                    return Err(e);
+                };
+                let e = format!("{e:#}");
+                if self.failing.as_ref() != Some(&e) {
+                    say(&format!(
+                        "the baseline cannot be read ({e}); tools are judged against the one read before until it can be, and nothing withheld is released"
+                    ));
+                    self.failing = Some(e);
+                }
+                Ok(last.clone())
+            }
+        }
+    }
+
+    fn how_to_review(&self, tool: &str, severity: Severity) -> String {
+        self.inner.how_to_review(tool, severity)
+    }
 }
 
 /// The baseline in a lock file: one server's pins.
@@ -133,9 +205,14 @@ impl Baseline for LockBaseline {
         Ok(held)
     }
 
-    fn how_to_review(&self, tool: &str) -> String {
+    fn how_to_review(&self, tool: &str, severity: Severity) -> String {
+        let accept = if severity >= Severity::High {
+            format!(" --accept-severity {}", severity.to_string().to_lowercase())
+        } else {
+            String::new()
+        };
         format!(
-            "review it, then run `plumbline pin --update {} {tool} --lock {}`",
+            "review it, then run `plumbline pin --update {} {tool}{accept} --lock {}`",
             self.server,
             self.path.display()
         )

@@ -156,7 +156,7 @@ where
         id_prefix: format!("plumbline-guard/{:016x}/", rand_id()),
         out: client_out,
         upstream: Some(upstream),
-        baseline,
+        baseline: Box::new(crate::Kept::new(baseline, &opts.server)),
         loaded: None,
         opts,
         next: 0,
@@ -670,9 +670,9 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
             for_terminal(&self.opts.server, false),
             for_terminal(&name, false),
             match &withheld {
-                Some(_) => format!(
+                Some(w) => format!(
                     "; {}",
-                    for_terminal(&self.baseline.how_to_review(&name), false)
+                    for_terminal(&self.baseline.how_to_review(&name, w.severity), false)
                 ),
                 None => String::new(),
             }

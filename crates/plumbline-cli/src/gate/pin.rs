@@ -111,6 +111,37 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 refused = true;
                 continue;
             }
+            // A change graded HIGH or worse is a decision a person makes
+            // knowingly: by naming the severity, or at the prompt.
+            let how = if severity >= Severity::High
+                && step.what != plumbline_lock::UpdateKind::Unchanged
+            {
+                match args.accept_severity {
+                    Some(level) if severity <= level => Some(format!(
+                        "accepted a {severity} change (--accept-severity {})",
+                        level.to_string().to_lowercase()
+                    )),
+                    _ if !say.json && confirmed(&c.server, name, severity)? => {
+                        Some(format!("accepted a {severity} change at the prompt"))
+                    }
+                    _ => {
+                        say.say(
+                            &mut out,
+                            format!(
+                                "{}/{}: refused: the change is {severity}; review it, then pass --accept-severity {}",
+                                for_terminal(&c.server, false),
+                                for_terminal(name, false),
+                                severity.to_string().to_lowercase()
+                            ),
+                            serde_json::json!({"server": c.server, "tool": name, "outcome": "refused", "severity": severity, "needs": "--accept-severity"}),
+                        )?;
+                        refused = true;
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
             if step.what != plumbline_lock::UpdateKind::Unchanged {
                 changed += 1;
             }
@@ -118,11 +149,12 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
             say.say(
                 &mut out,
                 format!(
-                    "{}/{}: {what} ({severity})",
+                    "{}/{}: {what} ({severity}){}",
                     for_terminal(&c.server, false),
-                    for_terminal(name, false)
+                    for_terminal(name, false),
+                    how.as_deref().map(|h| format!("; {h}")).unwrap_or_default()
                 ),
-                serde_json::json!({"server": c.server, "tool": name, "outcome": what, "severity": severity}),
+                serde_json::json!({"server": c.server, "tool": name, "outcome": what, "severity": severity, "accepted": how}),
             )?;
         }
         if refused {
@@ -207,4 +239,25 @@ impl Say {
         }
         Ok(())
     }
+}
+
+/// Asks on the terminal whether to accept a change graded `severity`;
+/// `false` without a terminal to ask on.
+fn confirmed(server: &str, tool: &str, severity: Severity) -> Result<bool> {
+    use std::io::IsTerminal as _;
+    if !io::stdin().is_terminal() || !io::stderr().is_terminal() {
+        return Ok(false);
+    }
+    eprint!(
+        "{}/{}: the change is {severity}. Accept it into the lock? [y/N] ",
+        for_terminal(server, false),
+        for_terminal(tool, false)
+    );
+    io::stderr().flush()?;
+    let mut answer = String::new();
+    io::stdin().read_line(&mut answer)?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
 }
