@@ -987,3 +987,42 @@ fn a_high_or_critical_change_is_pinned_only_when_its_severity_is_accepted() {
     );
     assert_ne!(std::fs::read(d.join("plumbline.lock")).unwrap(), lock);
 }
+
+/// Issue 38, hole 9: a server named on the command line that neither the
+/// configuration nor the lock knows is an error, --allow-unpinned or not
+/// (it said "passed (1 server checked)" and exited 0).
+#[test]
+fn a_named_server_nobody_configured_fails_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let exe = env!("CARGO_BIN_EXE_plumbline");
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!("[servers.shop]\ntransport = \"stdio\"\ncommand = {exe:?}\nargs = [\"__demo-server\"]\n"),
+    )
+    .unwrap();
+    let o = plumbline(d, &["pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    for args in [
+        &["check", "nosuch"][..],
+        &["check", "nosuch", "--allow-unpinned"],
+        &["check", "shop", "nosuch", "--allow-unpinned"],
+    ] {
+        let o = plumbline(d, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr)
+                .contains("\"nosuch\" is neither in plumbline.toml nor in plumbline.lock"),
+            "{args:?}: {}",
+            text(&o)
+        );
+    }
+    let listing = saved(d, "saved", &[ADD]);
+    let o = plumbline(
+        d,
+        &["check", "other", "--allow-unpinned", "--tools", &listing],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = plumbline(d, &["check", "shop"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}

@@ -259,6 +259,37 @@ pub fn check(args: &CheckArgs) -> Result<Outcome> {
         all.extend(listed_servers(args.tools.as_deref(), &args.config.path)?);
         all.into_iter().collect()
     } else {
+        // A server named here must be one the run knows of: a typo
+        // (or a server removed from the file) is not "unpinned", which
+        // --allow-unpinned would pass.
+        let known: std::collections::BTreeSet<String> = lock
+            .servers
+            .keys()
+            .cloned()
+            .chain(listed_servers(args.tools.as_deref(), &args.config.path)?)
+            .collect();
+        let unknown: Vec<&String> = args
+            .servers
+            .iter()
+            .filter(|s| !known.contains(*s))
+            .collect();
+        if !unknown.is_empty() {
+            bail!(
+                "{} neither in {} nor in {}: nothing to check",
+                unknown
+                    .iter()
+                    .map(|s| format!("{:?}", s.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    + if unknown.len() == 1 { " is" } else { " are" },
+                if args.tools.is_some() {
+                    "the saved listings".to_owned()
+                } else {
+                    args.config.path.display().to_string()
+                },
+                source
+            );
+        }
         args.servers.clone()
     };
     // Only pinned servers are observed: an unpinned one has nothing to be
