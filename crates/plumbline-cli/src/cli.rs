@@ -458,8 +458,15 @@ pub struct GuardArgs {
     /// with what was withheld).
     #[arg(long)]
     pub no_record: bool,
-    /// The server to start, and its arguments.
-    #[arg(last = true, value_name = "COMMAND")]
+    /// The server to start, and its arguments: everything from the first
+    /// word that is not an option of the guard's on is the server's
+    /// (`guard --server memory npx -y @modelcontextprotocol/server-memory`;
+    /// a `--` before it is accepted too).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<String>,
 }
 

@@ -704,6 +704,22 @@ fn wrap(args: &crate::cli::DiscoverArgs, home: &Path, project: &Path) -> Result<
                 }
             }
         }
+        for name in &e.already {
+            writeln!(
+                out,
+                "{}: {} already runs under plumbline guard; left as it is",
+                e.file.display(),
+                plumbline_taxonomy::sanitize::for_terminal(name, false)
+            )?;
+        }
+        for name in &e.unnamed {
+            writeln!(
+                out,
+                "{}: {} is not imported by discover (see `plumbline discover`); not wrapped",
+                e.file.display(),
+                plumbline_taxonomy::sanitize::for_terminal(name, false)
+            )?;
+        }
         for (name, suggestion) in &e.remote {
             writeln!(
                 out,

@@ -168,6 +168,35 @@ impl Recorder for HistoryRecorder {
     }
 }
 
+/// A client's stdio entry that runs a server under `plumbline guard`
+/// (`discover --wrap` writes them): the `--server` name it gives and the
+/// server's own command and arguments. Read with the guard's own argument
+/// parser, so every form the guard accepts is recognised.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Wrapped {
+    pub server: Option<String>,
+    /// The server's command and arguments (never empty).
+    pub inner: Vec<String>,
+}
+
+pub(crate) fn wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
+    let program = Path::new(command).file_name()?.to_str()?;
+    if !program.starts_with("plumbline") || args.first().map(String::as_str) != Some("guard") {
+        return None;
+    }
+    let parsed = <crate::cli::Cli as clap::Parser>::try_parse_from(
+        std::iter::once("plumbline").chain(args.iter().map(String::as_str)),
+    )
+    .ok()?;
+    match parsed.command {
+        crate::cli::Command::Guard(g) if !g.command.is_empty() => Some(Wrapped {
+            server: g.server,
+            inner: g.command,
+        }),
+        _ => None,
+    }
+}
+
 pub fn run(args: &GuardArgs) -> Result<Outcome> {
     if let Some(listen) = args.listen {
         return run_http(args, listen);

