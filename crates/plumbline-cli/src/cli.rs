@@ -453,6 +453,13 @@ pub struct GuardArgs {
     /// The upstream MCP endpoint for --listen.
     #[arg(long, value_name = "URL", requires = "listen")]
     pub upstream: Option<String>,
+    /// With --listen: serve only requests carrying `Authorization: Bearer
+    /// TOKEN`, TOKEN read from the environment variable named as
+    /// `${NAME}` (never written on the command line, where every local
+    /// user can read it). Without it, any local user can use the guard,
+    /// and the upstream credentials it adds.
+    #[arg(long, value_name = "${NAME}", requires = "listen")]
+    pub listen_token: Option<String>,
     /// Do not record the listings in the store (by default each judged
     /// listing is an observation in the history, as `watch` records it,
     /// with what was withheld).

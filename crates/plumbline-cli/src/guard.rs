@@ -466,8 +466,20 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         config.as_ref(),
         store_is_baseline,
     );
+    let listen_token = match &args.listen_token {
+        None => {
+            if !headers.is_empty() || upstream_auth.is_some() {
+                eprintln!(
+                    "plumbline guard: warning: without --listen-token, any local user can send requests through this guard with the upstream credentials it adds"
+                );
+            }
+            None
+        }
+        Some(reference) => Some(listen_token(reference)?),
+    };
     let metrics = std::sync::Arc::new(plumbline_guard::Metrics::default());
     let options = plumbline_guard::http::Options {
+        listen_token,
         server: server.clone(),
         upstream,
         upstream_headers: headers,
@@ -508,6 +520,21 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         crate::gate::plural(counters.dropped as usize, "message"),
     );
     Ok(Outcome::Clean)
+}
+
+/// `--listen-token ${NAME}`: the token, from the environment.
+fn listen_token(reference: &str) -> Result<String> {
+    let name = reference
+        .strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        .with_context(|| {
+            "--listen-token: name an environment variable as ${NAME} (quoted for the shell); a token written on the command line is visible to every local user"
+        })?;
+    match std::env::var(name) {
+        Ok(t) if !t.trim().is_empty() => Ok(t.trim().to_owned()),
+        _ => bail!("--listen-token: ${{{name}}} is not set or empty"),
+    }
 }
 
 /// With --metrics-listen: `/metrics` on that loopback address, said on

@@ -364,3 +364,68 @@ fn over_http_calls_the_guard_cannot_read_never_reach_the_server() {
     );
     assert!(guard.stop());
 }
+
+/// Issue 38, hole 10: with `--listen-token ${NAME}` the HTTP guard serves
+/// only requests carrying that Bearer token (it adds the upstream's
+/// credentials, so without one any local user could use them); a token
+/// written on the command line is refused.
+#[test]
+fn the_listen_token_keeps_other_local_users_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let upstream = HttpServer::start(&[]);
+    let mut guard = HttpGuard::start_with_env(
+        d,
+        &[
+            "--upstream",
+            &upstream.url,
+            "--no-record",
+            "--listen-token",
+            "${GUARD_TOKEN}",
+        ],
+        &[("GUARD_TOKEN", "local-secret-7")],
+    );
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
+    let authority = guard.authority();
+    for extra in [
+        "",
+        "Authorization: Bearer local-secret-8\r\n",
+        "Authorization: Basic local-secret-7\r\n",
+    ] {
+        let (head, _) = common::http_exchange_with(&authority, "POST", None, extra, init);
+        assert!(head.starts_with("HTTP/1.1 401"), "{extra:?}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("www-authenticate: bearer"),
+            "{head}"
+        );
+    }
+    let (head, body) = common::http_exchange_with(
+        &authority,
+        "POST",
+        None,
+        "Authorization: Bearer local-secret-7\r\n",
+        init,
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}\n{body}");
+    assert!(guard.stop());
+    // A literal token is refused: the command line is every user's to read.
+    let o = common::plumbline(
+        d,
+        &[
+            "guard",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream.url,
+            "--listen-token",
+            "local-secret-7",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("${NAME}"),
+        "{}",
+        common::text(&o)
+    );
+}

@@ -56,6 +56,34 @@ pub struct Options {
     pub limits: Limits,
     /// Where the counts go (`/metrics`, and the summary at the end).
     pub metrics: Arc<crate::Metrics>,
+    /// When set, every request must carry `Authorization: Bearer` with it
+    /// (compared in constant time); the guard adds upstream credentials,
+    /// so without it any local user can use them.
+    pub listen_token: Option<String>,
+}
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN`. The digests are
+/// compared, byte by byte without an early exit, so the time taken says
+/// nothing of how much of the token was right, nor of its length.
+fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    let given = headers
+        .get("authorization")
+        .map(|v| v.as_bytes())
+        .and_then(|v| {
+            let (scheme, rest) = v.split_at(v.iter().position(|&b| b == b' ').unwrap_or(v.len()));
+            scheme
+                .eq_ignore_ascii_case(b"bearer")
+                .then(|| rest.trim_ascii())
+        })
+        .unwrap_or_default();
+    let a = plumbline_base::digest::digest(given);
+    let b = plumbline_base::digest::digest(token.as_bytes());
+    let differ = a
+        .as_bytes()
+        .iter()
+        .zip(b.as_bytes())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(differ) == 0 && !given.is_empty()
 }
 
 /// What the guard knows of one session's tools.
@@ -313,6 +341,19 @@ async fn handle(
             StatusCode::FORBIDDEN,
             "plumbline guard: Host or Origin is not this guard's own address",
         );
+    }
+    if let Some(token) = &app.opts.listen_token {
+        if !authorized(&headers, token) {
+            let mut r = plain(
+                StatusCode::UNAUTHORIZED,
+                "plumbline guard: this guard needs Authorization: Bearer with its --listen-token",
+            );
+            r.headers_mut().insert(
+                "www-authenticate",
+                HeaderValue::from_static("Bearer realm=\"plumbline guard\""),
+            );
+            return r;
+        }
     }
     let session = headers
         .get("mcp-session-id")
@@ -1418,6 +1459,7 @@ mod tests {
                 classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
                 limits: Limits::default(),
                 metrics: Default::default(),
+                listen_token: None,
             },
             local: SocketAddr::from(([127, 0, 0, 1], port)),
             client: plumbline_mcp::wire::http_client(&Limits::default()).unwrap(),
@@ -1476,6 +1518,33 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn the_listen_token_is_checked_whole() {
+        let token = "s3cret-token";
+        assert!(authorized(
+            &headers(&[("authorization", "Bearer s3cret-token")]),
+            token
+        ));
+        assert!(authorized(
+            &headers(&[("authorization", "bearer  s3cret-token ")]),
+            token
+        ));
+        for bad in [
+            "Bearer s3cret-toke",
+            "Bearer s3cret-token2",
+            "Basic s3cret-token",
+            "s3cret-token",
+            "Bearer",
+            "",
+        ] {
+            assert!(
+                !authorized(&headers(&[("authorization", bad)]), token),
+                "{bad:?}"
+            );
+        }
+        assert!(!authorized(&HeaderMap::new(), token));
     }
 
     #[test]

@@ -592,6 +592,17 @@ pub fn http_exchange(
     session: Option<&str>,
     body: &str,
 ) -> (String, String) {
+    http_exchange_with(port, method, session, "", body)
+}
+
+/// [`http_exchange`] with `extra` header lines (each ending in CRLF).
+pub fn http_exchange_with(
+    port: &str,
+    method: &str,
+    session: Option<&str>,
+    extra: &str,
+    body: &str,
+) -> (String, String) {
     use std::io::Read as _;
     let mut s = std::net::TcpStream::connect(port).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -600,7 +611,7 @@ pub fn http_exchange(
         .unwrap_or_default();
     write!(
         s,
-        "{method} /mcp HTTP/1.1\r\nHost: {port}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} /mcp HTTP/1.1\r\nHost: {port}\r\n{session}{extra}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
