@@ -72,18 +72,22 @@ pub enum Command {
     /// and keep from the model each tool whose change since the accepted
     /// baseline reaches --block-on.
     ///
-    /// The client starts `plumbline guard [OPTIONS] -- COMMAND [ARGS…]` in
+    /// The client starts `plumbline guard [OPTIONS] COMMAND [ARGS…]` in
     /// place of the server (or `plumbline guard --server NAME` for a server
     /// in plumbline.toml). `tools/list` is answered in one page of the
     /// allowed tools, after the guard has read every upstream page and
     /// judged them; `tools/call` to a withheld or unknown tool never
-    /// reaches the server (JSON-RPC error -32001 naming the grade, the
-    /// rules and how to review it). A server's `list_changed` is re-judged
-    /// before it is passed on; a review (`pin --update`, an accept on the
-    /// dashboard) reaches the client as a `list_changed` of the guard's
-    /// own. With COMMAND, the server gets the environment the client gave
-    /// the guard. Exit status: 0 when the client closed the session; 2 when
-    /// the server could not be started or went away.
+    /// reaches the server (JSON-RPC error -32001 naming the tool and its
+    /// grade; how to release it goes to the guard's log, not to the
+    /// model). The server's instructions and prompts are judged against the
+    /// pinned ones the same way. A message the guard cannot read, and an
+    /// answer to no request it forwarded, is never relayed. A server's
+    /// `list_changed` is re-judged before it is passed on; a review (`pin
+    /// --update`, an accept on the dashboard) reaches the client as a
+    /// `list_changed` of the guard's own. With COMMAND, the server gets the
+    /// environment the client gave the guard. Exit status: 0 when the
+    /// client closed the session; 2 when the server could not be started or
+    /// went away.
     Guard(GuardArgs),
     /// Watch the configured servers continuously and send alerts.
     ///

@@ -51,6 +51,12 @@ fn configure(d: &Path, phases: &Value) {
     .unwrap();
 }
 
+/// The capabilities `plumbline observe` declares: a client declaring them
+/// sees what Plumbline sees, so its listings are recorded in the history.
+fn plumbline_caps() -> Value {
+    json!({"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}})
+}
+
 /// The rug pull reaches the guard mid-session: the poisoned tool
 /// disappears from the client's listing, a call to it is refused with the
 /// grade, a call to a clean tool reaches the server, and once the change is
@@ -98,7 +104,7 @@ fn a_rug_pull_is_withheld_mid_session_and_released_by_pin_update() {
     let init = c.request(
         1,
         "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        json!({"protocolVersion": "2025-11-25", "capabilities": plumbline_caps(),
                "clientInfo": {"name": "guard-test", "version": "0"}}),
     );
     assert_eq!(
@@ -274,7 +280,7 @@ fn initialized(c: &mut Client) {
     let init = c.request(
         1,
         "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        json!({"protocolVersion": "2025-11-25", "capabilities": plumbline_caps(),
                "clientInfo": {"name": "guard-test", "version": "0"}}),
     );
     assert!(init.get("result").is_some(), "{init}");
@@ -883,7 +889,7 @@ fn over_http_a_review_is_told_on_the_sessions_get_stream() {
         &port,
         "POST",
         None,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).to_string(),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": plumbline_caps(), "clientInfo": {"name": "t", "version": "0"}}}).to_string(),
     );
     let session = head
         .lines()

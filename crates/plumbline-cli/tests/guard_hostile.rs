@@ -429,3 +429,125 @@ fn the_listen_token_keeps_other_local_users_out() {
         common::text(&o)
     );
 }
+
+/// Issue 38, hole 11: a server's instructions and prompts reach the model
+/// too, so `pin` pins them and the guard judges them like tool text: a
+/// rug pull in either is withheld (the pinned instructions are sent in
+/// their place; the poisoned prompt is left out of the listing and
+/// `prompts/get` of it is refused), over stdio and HTTP.
+#[test]
+fn instructions_and_prompts_are_pinned_and_a_rug_pull_in_them_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = test_server().display().to_string();
+    let configure = |phase: &str| {
+        std::fs::write(
+            d.join("plumbline.toml"),
+            format!(
+                "[servers.p]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--hostile\", \"prompter\"]\nenv = {{ PLUMBLINE_TEST_PHASE = \"{phase}\" }}\n"
+            ),
+        )
+        .unwrap();
+    };
+    configure("0");
+    let o = common::plumbline(d, &["pin", "p"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let lock = std::fs::read_to_string(d.join("plumbline.lock")).unwrap();
+    assert!(
+        lock.contains("instructions = \"Answers questions about orders.\"")
+            && lock.matches("[[servers.p.prompts]]").count() == 2,
+        "{lock}"
+    );
+    configure("1");
+    let mut c = GuardClient::start(d, &["--server", "p", "--no-record"], "guard-prompter");
+    let init = c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "guard-test", "version": "0"}}),
+    );
+    assert_eq!(
+        init["result"]["instructions"], "Answers questions about orders.",
+        "{init}"
+    );
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let prompts = c.request(2, "prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{prompts}"))
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["greet"], "{prompts}");
+    let got = c.request(
+        3,
+        "prompts/get",
+        json!({"name": "summarize", "arguments": {"order": "1"}}),
+    );
+    assert_eq!(got["error"]["code"], -32001, "{got}");
+    assert!(
+        got["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("withheld the prompt \"summarize\""),
+        "{got}"
+    );
+    let got = c.request(4, "prompts/get", json!({"name": "greet"}));
+    assert!(got["result"]["messages"].is_array(), "{got}");
+    assert!(c.close().success());
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(
+        log.contains("withheld instructions") && log.contains("withheld summarize"),
+        "{log}"
+    );
+
+    // Over HTTP: pinned from one server, guarding another that pulls the rug.
+    let before = HttpServer::start(&["--hostile", "prompter"]);
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.h]\ntransport = \"http\"\nurl = {:?}\n",
+            before.url
+        ),
+    )
+    .unwrap();
+    let o = common::plumbline(d, &["pin", "h"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let after = HttpServer::start_with(
+        &["--hostile", "prompter"],
+        std::process::Stdio::null(),
+        &[("PLUMBLINE_TEST_PHASE", "1")],
+    );
+    let mut guard = HttpGuard::start(
+        d,
+        &["--server", "h", "--upstream", &after.url, "--no-record"],
+    );
+    let (status, init) = post(
+        &guard.url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    );
+    assert_eq!(status, 200, "{init}");
+    let init: Value = serde_json::from_str(&init).unwrap_or_else(|e| panic!("{e}: {init}"));
+    assert_eq!(
+        init["result"]["instructions"], "Answers questions about orders.",
+        "{init}"
+    );
+    let session = Some("hostile-session");
+    let (_, prompts) = post(
+        &guard.url,
+        session,
+        r#"{"jsonrpc":"2.0","id":2,"method":"prompts/list"}"#,
+    );
+    assert!(
+        prompts.contains("\"greet\"") && !prompts.contains("summarize"),
+        "{prompts}"
+    );
+    let (_, got) = post(
+        &guard.url,
+        session,
+        r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"summarize"}}"#,
+    );
+    assert!(got.contains("withheld the prompt"), "{got}");
+    assert!(guard.stop());
+}

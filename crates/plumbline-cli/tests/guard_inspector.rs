@@ -179,3 +179,74 @@ fn a_tool_the_lock_does_not_accept_is_absent_for_the_inspector_until_pinned() {
         ["add", "echo"]
     );
 }
+
+/// Issue 38, hole 5: server-everything lists fewer tools to a client that
+/// declares no roots or elicitation capability than to `observe`. The
+/// guard records a listing only where the client declared what Plumbline
+/// declares; another client's view is not the server's drift.
+#[test]
+fn a_clients_narrower_view_is_not_recorded_as_the_servers_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.everything]\ntransport = \"stdio\"\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            everything()
+        ),
+    )
+    .unwrap();
+    let o = plumbline(d, &["observe", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let observations = |d: &Path| -> Vec<Value> {
+        let o = plumbline(
+            d,
+            &["log", "everything", "--store", "p.db", "--format", "json"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["servers"][0]["observations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| panic!("{v}"))
+    };
+    let session = |caps: Value, marker: &str| -> Vec<String> {
+        let mut c =
+            common::GuardClient::start(d, &["--server", "everything", "--store", "p.db"], marker);
+        let init = c.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": caps,
+                   "clientInfo": {"name": "guard-test", "version": "0"}}),
+        );
+        assert!(init["result"].is_object(), "{init}");
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        // server-everything adds tools on initialized and says so.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let names = c.names(2);
+        assert!(c.close().success());
+        names
+    };
+    let narrow = session(json!({}), "guard-everything-narrow");
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(
+        log.contains("listings are not recorded in this session"),
+        "{log}"
+    );
+    assert_eq!(observations(d).len(), 1, "the narrow view was recorded");
+    let full = session(
+        json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}}),
+        "guard-everything-full",
+    );
+    assert!(
+        full.len() > narrow.len(),
+        "{full:?} / {narrow:?}: the server lists more to a full client"
+    );
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert!(log.contains("recorded observation"), "{log}");
+    let all = observations(d);
+    assert_eq!(all.len(), 2, "{all:#?}");
+    // The full view is the server's listing: the same as observe's.
+    assert_eq!(all[0]["tool_set"], all[1]["tool_set"], "{all:#?}");
+    assert!(all[1]["change"].is_null(), "{all:#?}");
+}

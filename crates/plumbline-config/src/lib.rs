@@ -1023,7 +1023,8 @@ pub fn redact_listing(known: &Known, listing: &mut plumbline_mcp::Listing) {
     for p in &mut listing.problems {
         match p {
             plumbline_mcp::ListingProblem::SkippedOutput { excerpt: text }
-            | plumbline_mcp::ListingProblem::AuthorizationMetadata { error: text } => {
+            | plumbline_mcp::ListingProblem::AuthorizationMetadata { error: text }
+            | plumbline_mcp::ListingProblem::Prompts { error: text } => {
                 *text = redact_for(known, text);
             }
             _ => {}

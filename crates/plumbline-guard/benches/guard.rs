@@ -36,6 +36,7 @@ fn baseline(tools: &[RawTool]) -> LockedServer {
     LockedServer {
         identity: "{}".into(),
         tools: pin_tools(tools).tools,
+        ..Default::default()
     }
 }
 

@@ -105,6 +105,14 @@ struct Session {
     forwarded: HashMap<Id, u32>,
     /// Ids of the client's requests the guard is answering itself.
     held: std::collections::HashSet<Id>,
+    /// The capabilities the client declared in its handshake.
+    client_caps: Option<Value>,
+    /// The prompts judged in the session's `prompts/list` answers.
+    prompts: crate::said::Prompts,
+    /// The last prompts page named a next one.
+    prompts_paging: bool,
+    /// Stderr was told this session's listings are not recorded.
+    told_unrecorded: bool,
     /// Forwarded requests whose POST stream ended before their answer:
     /// only these may be answered on the GET stream (a resumed stream).
     orphaned: std::collections::HashSet<Id>,
@@ -360,38 +368,48 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let mut handshake = None;
-    let mut expect = None;
+    let mut asked = Asked {
+        expect: None,
+        handshake: None,
+        method: None,
+    };
     if method == Method::POST {
         match judge_post(&app, &headers, &session, &body).await {
             Ok(Posted::Answered(response)) => return response,
-            Ok(Posted::Forward {
-                expect: e,
-                handshake: h,
-            }) => {
-                expect = e;
-                handshake = h;
-            }
+            Ok(Posted::Forward(a)) => asked = a,
             Err(refused) => return refused,
         }
     }
     if method == Method::DELETE {
         app.sessions.lock().expect("sessions").remove(&session);
     }
-    forward(&app, method, &headers, body, session, handshake, expect).await
+    forward(&app, method, &headers, body, session, asked).await
 }
 
 /// What the guard makes of a client's POST.
 enum Posted {
     /// The guard answers it itself (a listing, a refusal).
     Answered(Response),
-    /// It goes upstream; `expect` is the id of the answer its stream may
-    /// carry (a request's), `handshake` the client's `_meta` of a
-    /// handshake.
-    Forward {
-        expect: Option<Id>,
-        handshake: Option<Option<Value>>,
-    },
+    /// It goes upstream.
+    Forward(Asked),
+}
+
+/// What a forwarded POST asked, for reading its answer.
+struct Asked {
+    /// The id of the answer its stream may carry (a request's).
+    expect: Option<Id>,
+    /// The client's handshake, when it is one.
+    handshake: Option<Handshake>,
+    /// The request's method, for the answers the guard reads whole.
+    method: Option<String>,
+}
+
+/// A client's handshake request, read as its reply passes.
+struct Handshake {
+    /// The client's `_meta` (2026-07-28).
+    meta: Option<Value>,
+    /// The capabilities it declared (`initialize`).
+    caps: Option<Value>,
 }
 
 /// A refusal of a client's message: a JSON-RPC error, HTTP 400.
@@ -420,7 +438,10 @@ async fn judge_post(
         .map_err(|e| refused(app, msg.id_json(), INVALID_PARAMS, &e))?;
     let meta = meta.filter(|m| m.get("io.modelcontextprotocol/protocolVersion").is_some());
     let method = msg.method.as_deref().unwrap_or_default();
-    let handshake = matches!(method, "initialize" | "server/discover").then(|| meta.clone());
+    let handshake = matches!(method, "initialize" | "server/discover").then(|| Handshake {
+        meta: meta.clone(),
+        caps: msg.param_value("capabilities").ok().flatten(),
+    });
     if let Some(mismatch) = header_mismatch(headers, &msg) {
         return Err(json_text(
             StatusCode::BAD_REQUEST,
@@ -444,10 +465,11 @@ async fn judge_post(
                     &format!("an answer to {id}, which the server did not ask"),
                 ));
             }
-            Ok(Posted::Forward {
+            Ok(Posted::Forward(Asked {
                 expect: None,
                 handshake,
-            })
+                method: None,
+            }))
         }
         Kind::Notification => {
             if matches!(method, "tools/call" | "tools/list") {
@@ -466,10 +488,11 @@ async fn judge_post(
                     }
                 }
             }
-            Ok(Posted::Forward {
+            Ok(Posted::Forward(Asked {
                 expect: None,
                 handshake,
-            })
+                method: None,
+            }))
         }
         Kind::Request => {
             let id = msg.id.clone().expect("a request has an id");
@@ -502,6 +525,16 @@ async fn judge_post(
             }
             let answered = match method {
                 "tools/list" => list_for_client(app, headers, session, &msg, &id, meta).await,
+                "prompts/get" => match msg.param_str("name") {
+                    Ok(Some(name)) => check_prompt(app, session, &name, &id),
+                    Ok(None) => Some(refused(
+                        app,
+                        id.json(),
+                        INVALID_PARAMS,
+                        "a prompts/get without params.name",
+                    )),
+                    Err(e) => Some(refused(app, id.json(), INVALID_PARAMS, &e)),
+                },
                 "tools/call" => match msg.param_str("name") {
                     Ok(Some(name)) => check_call(app, headers, session, &name, &id, meta).await,
                     Ok(None) => Some(refused(
@@ -521,12 +554,35 @@ async fn judge_post(
                 return Ok(Posted::Answered(response));
             }
             *s.forwarded.entry(id.clone()).or_default() += 1;
-            Ok(Posted::Forward {
+            Ok(Posted::Forward(Asked {
                 expect: Some(id),
                 handshake,
-            })
+                method: Some(method.to_owned()),
+            }))
         }
     }
+}
+
+/// `None` when the prompt may be got: it was allowed in the session's
+/// last judged `prompts/list`; else the refusal.
+fn check_prompt(app: &App, session: &str, name: &str, id: &Id) -> Option<Response> {
+    let sessions = app.sessions.lock().expect("sessions");
+    let prompts = sessions.get(session).map(|s| &s.prompts);
+    let withheld = prompts.and_then(|p| p.withheld.get(name));
+    if withheld.is_none() && prompts.is_some_and(|p| p.allowed.contains(name)) {
+        return None;
+    }
+    app.opts.metrics.refused();
+    let (message, data) = crate::said::refused_prompt(&app.opts.server, name, withheld);
+    eprintln!(
+        "plumbline guard: {}: refused prompts/get of {}",
+        for_terminal(&app.opts.server, false),
+        for_terminal(name, false)
+    );
+    Some(json_text(
+        StatusCode::OK,
+        error_reply(id.json(), REFUSED, &message, Some(data)),
+    ))
 }
 
 /// Takes one answer to `id` off what `session` waits for; `false` when
@@ -710,13 +766,15 @@ async fn forward(
     headers: &HeaderMap,
     body: Bytes,
     session: String,
-    // For a handshake, the client's `_meta` (2026): its reply is read as it
-    // passes, for the history's record of the server.
-    handshake: Option<Option<Value>>,
-    // The id of the request this POST carries: the one answer its
-    // stream may relay.
-    expect: Option<Id>,
+    // What the POST asked: the one answer its stream may relay, its
+    // method, and for a handshake what the client declared.
+    asked: Asked,
 ) -> Response {
+    let Asked {
+        expect,
+        handshake,
+        method: asked,
+    } = asked;
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
     };
@@ -772,6 +830,7 @@ async fn forward(
         answered: false,
         get: method == Method::GET,
         handshake,
+        asked,
     };
     if !sse {
         // One message (or none): read whole, bounded, and judged.
@@ -787,13 +846,15 @@ async fn forward(
         }
         return match filter.message(&body) {
             Verdict::Relay => {
-                if let Some(meta) = &filter.handshake {
-                    let peer = crate::stdio::Peer::of(&body, meta.as_ref());
-                    if peer.protocol_version.is_some() {
-                        *app.peer.lock().expect("peer") = peer;
-                    }
-                }
+                filter.handshook(&body);
                 response.body(Body::from(body)).unwrap_or_else(|_| {
+                    plain(StatusCode::BAD_GATEWAY, "an unusable upstream response")
+                })
+            }
+            Verdict::Replace(judged) => {
+                filter.handshook(&body);
+                // The length is the new body's.
+                response.body(Body::from(judged)).unwrap_or_else(|_| {
                     plain(StatusCode::BAD_GATEWAY, "an unusable upstream response")
                 })
             }
@@ -857,8 +918,8 @@ async fn forward(
                         }
                     };
                     let mut out = Vec::new();
-                    for b in blocks {
-                        if filter.block(&b) {
+                    for mut b in blocks {
+                        if filter.block(&mut b) {
                             b.write(&mut out);
                         }
                     }
@@ -898,6 +959,8 @@ async fn read_bounded(response: reqwest::Response, max: usize) -> Result<Vec<u8>
 /// What one message of the server's gets.
 enum Verdict {
     Relay,
+    /// Relayed as these bytes (instructions or prompts withheld).
+    Replace(Vec<u8>),
     /// Read, and not for the client (an answer to no request of its).
     Drop(String),
     /// Not readable as a message.
@@ -915,7 +978,9 @@ struct Filter {
     expect: Option<Id>,
     answered: bool,
     get: bool,
-    handshake: Option<Option<Value>>,
+    handshake: Option<Handshake>,
+    /// The method of the request whose answer this stream carries.
+    asked: Option<String>,
 }
 
 impl Filter {
@@ -950,7 +1015,7 @@ impl Filter {
                     if !self.get {
                         self.answered = true;
                     }
-                    Verdict::Relay
+                    self.judge_whole(data)
                 } else {
                     Verdict::Drop(format!(
                         "an answer to {id}, which is not a request the guard forwarded on this stream and the server has not answered"
@@ -981,8 +1046,86 @@ impl Filter {
         }
     }
 
+    /// The answer to a handshake or a `prompts/list`, read whole: its
+    /// instructions or prompts judged, and withheld ones taken out.
+    fn judge_whole(&mut self, data: &[u8]) -> Verdict {
+        let handshake = self.handshake.is_some();
+        let prompts = self.asked.as_deref() == Some("prompts/list");
+        if !handshake && !prompts {
+            return Verdict::Relay;
+        }
+        let Ok(mut value) = serde_json::from_slice::<Value>(data) else {
+            return Verdict::Drop(
+                "an answer the guard reads whole that is not plain JSON".to_owned(),
+            );
+        };
+        let app = &self.app;
+        let base = app
+            .baseline
+            .lock()
+            .expect("baseline")
+            .load()
+            .map_err(|e| format!("{e:#}"));
+        let (classifier, policy) = (&app.opts.classifier, &app.opts.policy);
+        let enforce = policy.mode == crate::Mode::Enforce;
+        let say = |w: &crate::judge::Withheld| {
+            eprintln!(
+                "plumbline guard: {}: {} {}: {}",
+                for_terminal(&app.opts.server, false),
+                if enforce {
+                    "withheld"
+                } else {
+                    "would withhold"
+                },
+                for_terminal(&w.name, false),
+                for_terminal(&w.describe(), false)
+            );
+        };
+        let mut rewritten = false;
+        if handshake {
+            if let Some(w) = crate::said::instructions(&mut value, &base, classifier, policy) {
+                say(&w);
+                rewritten = enforce;
+            }
+        } else if let Some(p) = crate::said::prompts(&mut value, &base, classifier, policy) {
+            p.withheld.values().for_each(say);
+            rewritten = enforce && !p.withheld.is_empty();
+            let more = value
+                .pointer("/result/nextCursor")
+                .is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()));
+            let mut sessions = app.sessions.lock().expect("sessions");
+            let s = sessions.entry(self.session.clone()).or_default();
+            if !s.prompts_paging {
+                s.prompts = crate::said::Prompts::default();
+            }
+            s.prompts_paging = more;
+            s.prompts.allowed.extend(p.allowed);
+            s.prompts.withheld.extend(p.withheld);
+        }
+        if rewritten {
+            Verdict::Replace(value.to_string().into_bytes())
+        } else {
+            Verdict::Relay
+        }
+    }
+
+    /// A handshake's reply relayed: what the server said of itself, and
+    /// what the client declared, are the session's.
+    fn handshook(&self, reply: &[u8]) {
+        let Some(h) = &self.handshake else { return };
+        let peer = crate::stdio::Peer::of(reply, h.meta.as_ref());
+        if peer.protocol_version.is_some() {
+            *self.app.peer.lock().expect("peer") = peer;
+        }
+        let mut sessions = self.app.sessions.lock().expect("sessions");
+        sessions
+            .entry(self.session.clone())
+            .or_default()
+            .client_caps = h.caps.clone();
+    }
+
     /// Whether one block of an event stream goes on to the client.
-    fn block(&mut self, b: &plumbline_mcp::wire::SseBlock) -> bool {
+    fn block(&mut self, b: &mut plumbline_mcp::wire::SseBlock) -> bool {
         let Some(data) = &b.data else {
             // An id, a retry, a keep-alive: nothing a client acts on.
             return true;
@@ -1003,12 +1146,12 @@ impl Filter {
         }
         match self.message(data) {
             Verdict::Relay => {
-                if let Some(meta) = &self.handshake {
-                    let peer = crate::stdio::Peer::of(data, meta.as_ref());
-                    if peer.protocol_version.is_some() {
-                        *self.app.peer.lock().expect("peer") = peer;
-                    }
-                }
+                self.handshook(data);
+                true
+            }
+            Verdict::Replace(bytes) => {
+                self.handshook(data);
+                b.data = Some(bytes);
                 true
             }
             Verdict::Drop(why) | Verdict::Unreadable(why) => {
@@ -1082,7 +1225,7 @@ async fn judge_session(
                 .map(str::to_owned)
         })
         .unwrap_or_default();
-    let listed = tokio::time::timeout_at(deadline, list_upstream(app, headers, meta)).await;
+    let listed = tokio::time::timeout_at(deadline, list_upstream(app, headers, meta.clone())).await;
     let tools = match listed {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => return Err(e),
@@ -1126,7 +1269,35 @@ async fn judge_session(
         );
     }
     app.opts.metrics.listed(judged.withheld.len());
-    if let Some(r) = app.record.lock().expect("recording").as_ref() {
+    // Recorded only where the client declared what Plumbline declares:
+    // else it is that client's view, not the server's listing.
+    let declared = match &meta {
+        Some(m) => m.get("io.modelcontextprotocol/clientCapabilities").cloned(),
+        None => app
+            .sessions
+            .lock()
+            .expect("sessions")
+            .get(session)
+            .and_then(|s| s.client_caps.clone()),
+    };
+    let same = crate::same_view(declared.as_ref());
+    if !same {
+        let mut sessions = app.sessions.lock().expect("sessions");
+        let s = sessions.entry(session.to_owned()).or_default();
+        if !std::mem::replace(&mut s.told_unrecorded, true) {
+            eprintln!(
+                "{}",
+                crate::not_the_servers_view(&app.opts.server, declared.as_ref())
+            );
+        }
+    }
+    if let Some(r) = app
+        .record
+        .lock()
+        .expect("recording")
+        .as_ref()
+        .filter(|_| same)
+    {
         let peer = app.peer.lock().expect("peer").clone();
         let protocol_version = match (&peer.protocol_version, protocol_version.is_empty()) {
             (Some(v), true) => v.clone(),

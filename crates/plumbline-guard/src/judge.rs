@@ -94,6 +94,7 @@ pub fn judge(
     let empty = LockedServer {
         identity: String::new(),
         tools: Vec::new(),
+        ..Default::default()
     };
     let drift = baseline.unwrap_or(&empty).drift_to(classifier, listing)?;
     let mut withheld: BTreeMap<String, Withheld> = BTreeMap::new();
@@ -232,6 +233,7 @@ mod tests {
         LockedServer {
             identity: "{}".into(),
             tools: plumbline_lock::pin_tools(tools).tools,
+            ..Default::default()
         }
     }
 

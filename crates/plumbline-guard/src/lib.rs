@@ -24,6 +24,7 @@
 pub mod http;
 pub mod judge;
 pub mod message;
+mod said;
 pub mod stdio;
 
 use std::time::Duration;
@@ -228,6 +229,34 @@ pub struct Seen {
     pub withheld: Vec<judge::Withheld>,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
+}
+
+/// Whether a client declared the capabilities Plumbline declares when it
+/// lists a server itself (by name: `roots`, `sampling`, `elicitation`).
+/// A server may list other tools to a client without them
+/// (server-everything keeps two back from one without roots and
+/// elicitation), so only a listing made for a client that declared the
+/// same is the server's listing; another is that client's view, and
+/// recording it would show its difference as drift.
+pub(crate) fn same_view(declared: Option<&serde_json::Value>) -> bool {
+    let names = |v: &serde_json::Value| {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect::<std::collections::BTreeSet<_>>())
+    };
+    declared.and_then(names) == names(&plumbline_mcp::client_capabilities())
+}
+
+/// What stderr says of a listing not recorded for that reason.
+pub(crate) fn not_the_servers_view(server: &str, declared: Option<&serde_json::Value>) -> String {
+    format!(
+        "plumbline guard: {}: listings are not recorded in this session: the client declared the capabilities {}, not those Plumbline lists with ({}), and a server may list other tools to it",
+        plumbline_taxonomy::sanitize::for_terminal(server, false),
+        plumbline_taxonomy::sanitize::for_terminal(
+            &declared.map_or("(none)".to_owned(), |d| d.to_string()),
+            false
+        ),
+        plumbline_mcp::client_capabilities()
+    )
 }
 
 /// Where judged listings are recorded (the history, for the CLI). Runs on

@@ -3,7 +3,7 @@
 //! ways, one message per line, the bytes of every message it does not
 //! interpret unchanged.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use plumbline_lock::plan::RawTool;
@@ -162,9 +162,13 @@ where
         next: 0,
         ready: false,
         init_ids: Vec::new(),
-        forwarded: HashSet::new(),
+        forwarded: HashMap::new(),
+        prompts: crate::said::Prompts::default(),
+        prompts_paging: false,
         server_asked: HashSet::new(),
         drops: 0,
+        client_caps: None,
+        told_unrecorded: false,
         meta: None,
         listen_id: None,
         walk: None,
@@ -283,6 +287,7 @@ impl Seen {
                         name: name.clone(),
                     })
                     .collect(),
+                prompts: None,
                 problems: Vec::new(),
                 pages,
                 relisted: false,
@@ -371,11 +376,21 @@ struct Relay<O> {
     /// Ids of the client's `initialize` / `server/discover` requests.
     init_ids: Vec<Id>,
     /// The client's requests forwarded to the server and not yet answered.
-    forwarded: HashSet<Id>,
+    forwarded: HashMap<Id, String>,
+    /// The prompts judged in this session's `prompts/list` answers: only
+    /// an allowed one may be got.
+    prompts: crate::said::Prompts,
+    /// The last `prompts/list` page named a next one.
+    prompts_paging: bool,
     /// The server's requests relayed to the client and not yet answered.
     server_asked: HashSet<Id>,
     /// Messages dropped so far.
     drops: u64,
+    /// The capabilities the client declared: its listings are recorded
+    /// only when they are Plumbline's own ([`crate::same_view`]).
+    client_caps: Option<Value>,
+    /// Stderr was told this session's listings are not recorded.
+    told_unrecorded: bool,
     /// The 2026-07-28 `_meta` the client sends with each request; the
     /// guard's own requests carry the same.
     meta: Option<Value>,
@@ -452,7 +467,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     /// flight (forwarded, or waiting for the guard's verdict): a second
     /// request with it would make the answers ambiguous.
     fn in_flight(&self, id: &Id) -> bool {
-        self.forwarded.contains(id)
+        self.forwarded.contains_key(id)
             || self.waiting_lists.iter().any(|(i, _)| i == id)
             || self.waiting_calls.iter().any(|(_, i, _)| i == id)
     }
@@ -460,7 +475,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     /// Forwards a request of the client's, remembering its id: only the
     /// server's answer to an id forwarded and not yet answered reaches
     /// the client.
-    async fn forward_request(&mut self, id: Id, line: &[u8]) -> anyhow::Result<()> {
+    async fn forward_request(&mut self, id: Id, method: &str, line: &[u8]) -> anyhow::Result<()> {
         if self.forwarded.len() >= MAX_OUTSTANDING {
             return self
                 .error_to_client(
@@ -473,7 +488,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 )
                 .await;
         }
-        self.forwarded.insert(id);
+        self.forwarded.insert(id, method.to_owned());
         self.send_up(line).await
     }
 
@@ -497,6 +512,9 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 .get("io.modelcontextprotocol/protocolVersion")
                 .is_some()
             {
+                self.client_caps = meta
+                    .get("io.modelcontextprotocol/clientCapabilities")
+                    .cloned();
                 self.meta = Some(meta);
                 self.ready = true;
             }
@@ -534,8 +552,11 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         let method = msg.method.as_deref().unwrap_or_default();
         match (method, id) {
             ("initialize" | "server/discover", Some(id)) => {
+                if method == "initialize" {
+                    self.client_caps = msg.param_value("capabilities").ok().flatten();
+                }
                 self.init_ids.push(id.clone());
-                self.forward_request(id, &line).await
+                self.forward_request(id, method, &line).await
             }
             ("notifications/initialized", None) => {
                 self.ready = true;
@@ -551,7 +572,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     }
                     Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
                 }
-                self.forward_request(id, &line).await
+                self.forward_request(id, method, &line).await
             }
             ("tools/list", Some(id)) => {
                 if msg.has_param("cursor") {
@@ -619,7 +640,40 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 }
                 Ok(())
             }
-            (_, Some(id)) => self.forward_request(id, &line).await,
+            ("prompts/get", Some(id)) => {
+                let name = match msg.param_str("name") {
+                    Ok(Some(name)) => name,
+                    Ok(None) => {
+                        return self
+                            .refuse_request(
+                                &msg,
+                                INVALID_PARAMS,
+                                "a prompts/get without params.name",
+                            )
+                            .await
+                    }
+                    Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
+                };
+                if self.prompts.allowed.contains(&name)
+                    && !self.prompts.withheld.contains_key(&name)
+                {
+                    return self.forward_request(id, method, &line).await;
+                }
+                self.opts.metrics.refused();
+                let (message, data) = crate::said::refused_prompt(
+                    &self.opts.server,
+                    &name,
+                    self.prompts.withheld.get(&name),
+                );
+                eprintln!(
+                    "plumbline guard: {}: refused prompts/get of {}",
+                    for_terminal(&self.opts.server, false),
+                    for_terminal(&name, false)
+                );
+                self.error_to_client(&id, REFUSED, &message, Some(data))
+                    .await
+            }
+            (_, Some(id)) => self.forward_request(id, method, &line).await,
             (_, None) => self.send_up(&line).await,
         }
     }
@@ -658,7 +712,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     async fn decide(&mut self, line: Vec<u8>, id: Id, name: String) -> anyhow::Result<()> {
         let judged = self.judged.as_ref().expect("decided on a judged listing");
         if judged.allowed.contains(&name) {
-            return self.forward_request(id, &line).await;
+            return self.forward_request(id, "tools/call", &line).await;
         }
         self.opts.metrics.refused();
         let withheld = judged.withheld.get(&name).cloned();
@@ -754,7 +808,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                 // Only the answer to a request the guard forwarded, once:
                 // not an answer to a request the guard answers itself
                 // (tools/list, a refused call), nor a second answer.
-                if !self.forwarded.remove(&id) {
+                let Some(method) = self.forwarded.remove(&id) else {
                     self.dropped(
                         "server",
                         &format!(
@@ -763,27 +817,79 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                         ),
                     );
                     return Ok(());
+                };
+                let handshake = self.init_ids.iter().position(|i| *i == id);
+                if handshake.is_none() && method != "prompts/list" {
+                    return self.send_down(&line).await;
                 }
-                if let Some(at) = self.init_ids.iter().position(|i| *i == id) {
+                // An answer the guard reads whole: the handshake (its
+                // instructions; and the guard says it sends list_changed)
+                // and a prompts page. Rewritten only where that changes
+                // something: otherwise the bytes go on as sent.
+                let Ok(mut value) = serde_json::from_slice::<Value>(&line) else {
+                    self.dropped(
+                        "server",
+                        &format!("an answer to {method} that is not plain JSON"),
+                    );
+                    return self
+                        .error_to_client(
+                            &id,
+                            REFUSED,
+                            &format!(
+                                "plumbline guard could not judge the server's answer to {method}"
+                            ),
+                            None,
+                        )
+                        .await;
+                };
+                let mut rewritten = false;
+                let base = self.baseline.load().map_err(|e| format!("{e:#}"));
+                if let Some(at) = handshake {
                     self.init_ids.remove(at);
                     let peer = Peer::of(&line, self.meta.as_ref());
                     if peer.protocol_version.is_some() {
                         self.peer = peer;
                     }
-                    // The guard sends its own list_changed when a verdict
-                    // changes: say so where the server offers tools at all.
-                    // Rewritten only when it is not already so: otherwise
-                    // the bytes go on as sent.
-                    if let Ok(mut value) = serde_json::from_slice::<Value>(&line) {
-                        if let Some(tools) = value
-                            .pointer_mut("/result/capabilities/tools")
-                            .and_then(Value::as_object_mut)
-                            .filter(|t| t.get("listChanged") != Some(&Value::Bool(true)))
-                        {
-                            tools.insert("listChanged".into(), Value::Bool(true));
-                            return self.send_down(value.to_string().as_bytes()).await;
-                        }
+                    if let Some(tools) = value
+                        .pointer_mut("/result/capabilities/tools")
+                        .and_then(Value::as_object_mut)
+                        .filter(|t| t.get("listChanged") != Some(&Value::Bool(true)))
+                    {
+                        tools.insert("listChanged".into(), Value::Bool(true));
+                        rewritten = true;
                     }
+                    if let Some(w) = crate::said::instructions(
+                        &mut value,
+                        &base,
+                        &self.opts.classifier,
+                        &self.opts.policy,
+                    ) {
+                        report(&self.opts.server, &w, self.opts.policy.mode);
+                        self.opts.metrics.listed(1);
+                        rewritten |= self.opts.policy.mode == Mode::Enforce;
+                    }
+                } else if let Some(p) = crate::said::prompts(
+                    &mut value,
+                    &base,
+                    &self.opts.classifier,
+                    &self.opts.policy,
+                ) {
+                    for w in p.withheld.values() {
+                        report(&self.opts.server, w, self.opts.policy.mode);
+                    }
+                    rewritten |= !p.withheld.is_empty() && self.opts.policy.mode == Mode::Enforce;
+                    // A first page starts the session's set again.
+                    if !self.prompts_paging {
+                        self.prompts = crate::said::Prompts::default();
+                    }
+                    self.prompts_paging = value
+                        .pointer("/result/nextCursor")
+                        .is_some_and(|c| c.as_str().is_some_and(|c| !c.is_empty()));
+                    self.prompts.allowed.extend(p.allowed);
+                    self.prompts.withheld.extend(p.withheld);
+                }
+                if rewritten {
+                    return self.send_down(value.to_string().as_bytes()).await;
                 }
                 self.send_down(&line).await
             }
@@ -1050,6 +1156,15 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
         else {
             return;
         };
+        if !crate::same_view(self.client_caps.as_ref()) {
+            if !std::mem::replace(&mut self.told_unrecorded, true) {
+                eprintln!(
+                    "{}",
+                    crate::not_the_servers_view(&self.opts.server, self.client_caps.as_ref())
+                );
+            }
+            return;
+        }
         let seen = Seen::of(
             &self.opts.server,
             self.meta.is_some(),

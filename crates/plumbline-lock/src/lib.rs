@@ -46,13 +46,22 @@ pub struct LockFile {
     pub servers: BTreeMap<String, LockedServer>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockedServer {
     /// Transport and command or URL, as canonical JSON; never a secret.
     pub identity: String,
+    /// The server's `instructions` (its handshake's text for the model),
+    /// as pinned; absent when it sent none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
     #[serde(default)]
     pub tools: Vec<LockedTool>,
+    /// The server's prompts, each in the shape of a tool
+    /// ([`plan::prompt_as_tool`]) so that the taxonomy grades their text
+    /// and arguments as it grades a tool's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<LockedTool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -201,39 +210,42 @@ impl LockFile {
         // A hand-edited definition must still match its digest, carry the
         // name it is filed under, and appear once.
         for (server, s) in &lock.servers {
-            let mut seen = std::collections::BTreeSet::new();
-            // Names as a terminal may show them.
-            let at = |t: &LockedTool| {
-                format!(
-                    "{}: {}/{}",
-                    path.display(),
-                    for_terminal(server, false),
-                    for_terminal(&t.name, false)
-                )
-            };
-            for t in &s.tools {
-                if !seen.insert((&t.name, &t.sha256)) {
-                    bail!("{}: the same definition is pinned twice", at(t));
-                }
-                let named = t
-                    .value()?
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                if named.as_deref() != Some(t.name.as_str()) {
-                    bail!(
-                        "{}: the definition's name is {}",
-                        at(t),
-                        for_terminal(&format!("{:?}", named.unwrap_or_default()), false)
-                    );
-                }
-                let canonical = canonicalize(t.definition.as_bytes())
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", at(t)))?;
-                if digest(&canonical).to_hex() != t.sha256 {
-                    bail!(
-                        "{}: sha256 does not match the definition (edited by hand?)",
-                        at(t)
-                    );
+            for (kind, entries) in [("tools", &s.tools), ("prompts", &s.prompts)] {
+                let mut seen = std::collections::BTreeSet::new();
+                // Names as a terminal may show them.
+                let at = |t: &LockedTool| {
+                    format!(
+                        "{}: {}/{}{}",
+                        path.display(),
+                        for_terminal(server, false),
+                        if kind == "prompts" { "prompt " } else { "" },
+                        for_terminal(&t.name, false)
+                    )
+                };
+                for t in entries {
+                    if !seen.insert((&t.name, &t.sha256)) {
+                        bail!("{}: the same definition is pinned twice", at(t));
+                    }
+                    let named = t
+                        .value()?
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    if named.as_deref() != Some(t.name.as_str()) {
+                        bail!(
+                            "{}: the definition's name is {}",
+                            at(t),
+                            for_terminal(&format!("{:?}", named.unwrap_or_default()), false)
+                        );
+                    }
+                    let canonical = canonicalize(t.definition.as_bytes())
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", at(t)))?;
+                    if digest(&canonical).to_hex() != t.sha256 {
+                        bail!(
+                            "{}: sha256 does not match the definition (edited by hand?)",
+                            at(t)
+                        );
+                    }
                 }
             }
         }
@@ -249,6 +261,7 @@ impl LockFile {
         let mut sorted = self.clone();
         for s in sorted.servers.values_mut() {
             s.tools.sort();
+            s.prompts.sort();
         }
         let mut out = String::from(HEADER);
         let _ = writeln!(out, "version = {}", sorted.version);
@@ -261,14 +274,19 @@ impl LockFile {
                 "\n[servers.{key}]\nidentity = {}\n",
                 toml_string(&server.identity)
             );
-            for t in &server.tools {
-                let _ = write!(
-                    out,
-                    "\n[[servers.{key}.tools]]\nname = {}\nsha256 = {}\ndefinition = {}\n",
-                    toml_string(&t.name),
-                    toml_string(&t.sha256),
-                    toml_string(&t.definition)
-                );
+            if let Some(text) = &server.instructions {
+                let _ = writeln!(out, "instructions = {}", toml_string(text));
+            }
+            for (kind, entries) in [("tools", &server.tools), ("prompts", &server.prompts)] {
+                for t in entries {
+                    let _ = write!(
+                        out,
+                        "\n[[servers.{key}.{kind}]]\nname = {}\nsha256 = {}\ndefinition = {}\n",
+                        toml_string(&t.name),
+                        toml_string(&t.sha256),
+                        toml_string(&t.definition)
+                    );
+                }
             }
         }
         // What was written must read back as what was meant.
@@ -351,6 +369,7 @@ mod tests {
             LockedServer {
                 identity: "{}".into(),
                 tools: vec![LockedTool::from_raw(name, raw.as_bytes()).unwrap()],
+                ..Default::default()
             },
         );
         let text = lock.render().unwrap();
@@ -389,6 +408,7 @@ mod tests {
             LockedServer {
                 identity: "{}".into(),
                 tools: vec![tool.clone()],
+                ..Default::default()
             },
         );
         let text = lock.render().unwrap();
@@ -413,6 +433,7 @@ mod tests {
             LockedServer {
                 identity: "{\"a\":1}".into(),
                 tools: vec![],
+                ..Default::default()
             },
         );
         let plain = lock.render().unwrap();
@@ -441,6 +462,7 @@ mod tests {
             LockedServer {
                 identity: "{}".into(),
                 tools: vec![LockedTool::from_raw("z", br#"{"name":"z"}"#).unwrap(), a],
+                ..Default::default()
             },
         );
         let text = lock.render().unwrap();

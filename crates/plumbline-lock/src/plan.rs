@@ -67,6 +67,95 @@ impl LockedServer {
     }
 }
 
+/// A prompt as the taxonomy reads it: in the shape of a tool, its
+/// `name`, `title` and `description` as they are, and its arguments as
+/// the input schema's properties (`description` each, `required` where
+/// marked), so that a change to what a prompt tells the model is graded
+/// by the rules that grade a tool's text and inputs. An element that is
+/// not a prompt object is kept as sent (and is unreadable as a tool).
+pub fn prompt_as_tool(raw: &[u8]) -> RawTool {
+    let name = plumbline_taxonomy::json::tool_name(raw);
+    let Ok(serde_json::Value::Object(p)) = serde_json::from_slice::<serde_json::Value>(raw) else {
+        return (name, raw.to_vec());
+    };
+    let mut tool = serde_json::Map::new();
+    for key in ["name", "title", "description"] {
+        if let Some(v) = p.get(key) {
+            tool.insert(key.to_owned(), v.clone());
+        }
+    }
+    let mut properties = serde_json::Map::new();
+    let mut required = Vec::new();
+    for a in p
+        .get("arguments")
+        .and_then(|a| a.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let Some(arg) = a.get("name").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        let mut property = serde_json::Map::new();
+        property.insert("type".into(), "string".into());
+        for key in ["title", "description"] {
+            if let Some(v) = a.get(key) {
+                property.insert(key.to_owned(), v.clone());
+            }
+        }
+        properties.insert(arg.to_owned(), property.into());
+        if a.get("required") == Some(&serde_json::Value::Bool(true)) {
+            required.push(serde_json::Value::from(arg));
+        }
+    }
+    let mut schema = serde_json::json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        schema["required"] = required.into();
+    }
+    tool.insert("inputSchema".into(), schema);
+    (
+        name,
+        serde_json::Value::Object(tool).to_string().into_bytes(),
+    )
+}
+
+/// The name a server's `instructions` are judged under, as a tool's text.
+pub const INSTRUCTIONS: &str = "instructions";
+
+/// A server's `instructions` as the taxonomy reads them: the description
+/// of a tool named [`INSTRUCTIONS`].
+pub fn instructions_as_tool(text: &str) -> RawTool {
+    (
+        Some(INSTRUCTIONS.to_owned()),
+        serde_json::json!({"name": INSTRUCTIONS, "description": text, "inputSchema": {"type": "object"}})
+            .to_string()
+            .into_bytes(),
+    )
+}
+
+impl LockedServer {
+    /// The pinned prompts as a baseline of tools.
+    pub fn prompts_baseline(&self) -> LockedServer {
+        LockedServer {
+            identity: self.identity.clone(),
+            tools: self.prompts.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// The pinned instructions (none: empty) as a baseline of one tool.
+    pub fn instructions_baseline(&self) -> Result<LockedServer> {
+        let (name, raw) = instructions_as_tool(self.instructions.as_deref().unwrap_or(""));
+        Ok(LockedServer {
+            identity: self.identity.clone(),
+            tools: vec![LockedTool::from_raw(
+                name.as_deref().unwrap_or(INSTRUCTIONS),
+                &raw,
+            )?],
+            ..Default::default()
+        })
+    }
+}
+
 /// Why an element of a listing was not pinned.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
@@ -190,6 +279,7 @@ pub fn plan_update(
     let fresh_server = LockedServer {
         identity: String::new(),
         tools: fresh.to_vec(),
+        ..Default::default()
     };
     let drift = drift_of(classifier, &locked.parsed()?, &fresh_server.parsed()?);
     let mut plan = Vec::new();
@@ -292,6 +382,7 @@ mod tests {
         let locked = LockedServer {
             identity: "{}".into(),
             tools: old.tools,
+            ..Default::default()
         };
         let new = pin_tools(&[
             raw("keep", "Same."),
@@ -343,6 +434,7 @@ mod tests {
         let locked = LockedServer {
             identity: "{}".into(),
             tools: pin_tools(&[raw("a", "A.")]).tools,
+            ..Default::default()
         };
         let d = locked
             .drift_to(

@@ -33,6 +33,7 @@ pub use error::{Ended, ListError};
 pub use http::{Auth, HttpClient, HttpSpec, AUTHORIZATIONS_PER_REQUEST};
 pub use limits::Limits;
 pub use listing::{Era, ListedTool, Listing, ListingProblem};
+pub use protocol::client_capabilities;
 pub use session::Session;
 pub use stdio::StdioSpec;
 

@@ -34,6 +34,9 @@ pub enum ListingProblem {
     /// What the server publishes about its authorization could not be
     /// read this time (the listing itself succeeded).
     AuthorizationMetadata { error: String },
+    /// The server offers prompts, and `prompts/list` failed (the tools
+    /// were listed).
+    Prompts { error: String },
 }
 
 /// A complete listing of a server's tools.
@@ -54,6 +57,9 @@ pub struct Listing {
     pub authorization: Option<Vec<u8>>,
     /// Every tool, in order.
     pub tools: Vec<ListedTool>,
+    /// Every prompt (`prompts/list`, every page), as sent, where the
+    /// server declares the `prompts` capability.
+    pub prompts: Option<Vec<ListedTool>>,
     pub problems: Vec<ListingProblem>,
     /// How many `tools/list` pages were read.
     pub pages: usize,

@@ -315,7 +315,7 @@ pub(crate) async fn wait_on<S: Stream>(s: &mut S) -> Result<(), ListError> {
 /// monitor must see what a full-featured client is shown. We never start
 /// such a request's work: roots are answered with an empty list, anything
 /// else with an error (see the transports).
-fn client_capabilities() -> Value {
+pub fn client_capabilities() -> Value {
     json!({"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}})
 }
 
@@ -360,6 +360,13 @@ struct DiscoverMeta {
 #[derive(Deserialize)]
 struct ListResult {
     tools: Vec<Box<RawValue>>,
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PromptsResult {
+    prompts: Vec<Box<RawValue>>,
     #[serde(rename = "nextCursor")]
     next_cursor: Option<String>,
 }
@@ -558,6 +565,17 @@ async fn walk_pages<T: Transport>(
     limits: &Limits,
     deadline: Instant,
 ) -> Result<(Vec<Box<RawValue>>, usize), ListError> {
+    walk("tools/list", t, era, limits, deadline).await
+}
+
+/// Every page of `method` (`tools/list` or `prompts/list`), bounded.
+async fn walk<T: Transport>(
+    method: &'static str,
+    t: &mut T,
+    era: Era,
+    limits: &Limits,
+    deadline: Instant,
+) -> Result<(Vec<Box<RawValue>>, usize), ListError> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     let mut seen: HashSet<String> = HashSet::new();
@@ -576,11 +594,17 @@ async fn walk_pages<T: Transport>(
         if era == Era::Stateless {
             params.insert("_meta".into(), stateless_meta());
         }
-        let reply = t
-            .request("tools/list", Value::Object(params), deadline)
-            .await?;
-        let raw = answered("tools/list", reply)?;
-        let page: ListResult = parse("tools/list", &raw)?;
+        let reply = t.request(method, Value::Object(params), deadline).await?;
+        let raw = answered(method, reply)?;
+        let page: ListResult = if method == "prompts/list" {
+            let p: PromptsResult = parse(method, &raw)?;
+            ListResult {
+                tools: p.prompts,
+                next_cursor: p.next_cursor,
+            }
+        } else {
+            parse(method, &raw)?
+        };
         pages += 1;
         if tools.len() + page.tools.len() > limits.max_tools {
             return Err(ListErrorKind::TooManyTools {
@@ -684,6 +708,14 @@ pub(crate) async fn call_tool<T: Transport>(
 }
 
 impl Handshake {
+    /// Whether the server declared the `prompts` capability.
+    pub(crate) fn offers_prompts(&self) -> bool {
+        self.capabilities
+            .as_deref()
+            .and_then(|c| serde_json::from_slice::<serde_json::Map<String, Value>>(c).ok())
+            .is_some_and(|c| c.get("prompts").is_some_and(|p| !p.is_null()))
+    }
+
     /// Whether the server said it announces changes to its tool list.
     pub(crate) fn announces_list_changed(&self) -> bool {
         #[derive(Deserialize)]
@@ -720,6 +752,33 @@ pub(crate) async fn relist<T: Transport>(
         relisted = true;
     }
     let (tools, mut problems) = inspect(raw_tools);
+    // Prompts reach the model too (their descriptions, arguments): listed
+    // where the server offers them, within a deadline of their own. One
+    // that cannot be listed is a problem of the listing, not its failure.
+    let prompts = if hs.offers_prompts() {
+        let deadline = Instant::now() + limits.list_timeout;
+        match walk("prompts/list", t, hs.era, limits, deadline).await {
+            Ok((raw, _)) => Some(
+                raw.into_iter()
+                    .map(|r| {
+                        let raw = r.get().as_bytes().to_vec();
+                        ListedTool {
+                            name: plumbline_base::json::tool_name(&raw),
+                            raw,
+                        }
+                    })
+                    .collect(),
+            ),
+            Err(e) => {
+                problems.push(ListingProblem::Prompts {
+                    error: e.to_string(),
+                });
+                None
+            }
+        }
+    } else {
+        None
+    };
     problems.extend(
         t.take_skipped()
             .into_iter()
@@ -733,6 +792,7 @@ pub(crate) async fn relist<T: Transport>(
         instructions: hs.instructions.clone(),
         authorization: None,
         tools,
+        prompts,
         problems,
         pages,
         relisted,

@@ -268,6 +268,12 @@ pub fn new_observation(c: &Collected) -> NewObservation {
                             tool_name: None,
                             message: format!("the authorization metadata: {error}"),
                         }),
+                        ListingProblem::Prompts { error } => Some(Problem {
+                            position: None,
+                            kind: ProblemKind::Other,
+                            tool_name: None,
+                            message: format!("the prompts could not be listed: {error}"),
+                        }),
                     })
                     .collect();
                 let mut tools = Vec::with_capacity(l.tools.len());

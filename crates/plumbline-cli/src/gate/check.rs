@@ -219,6 +219,7 @@ pub(crate) fn lock_from_store(
             LockedServer {
                 identity: server.identity,
                 tools,
+                ..Default::default()
             },
         );
     }

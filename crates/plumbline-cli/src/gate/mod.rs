@@ -32,6 +32,16 @@ struct Current {
     server: String,
     identity: serde_json::Value,
     tools: Result<RawListing, String>,
+    /// What else the server tells the model, when observed live (a saved
+    /// listing holds tools only).
+    said: Option<Said>,
+}
+
+/// A server's text for the model beside its tools: its `instructions`,
+/// and its prompts in the shape of tools (`plumbline_lock::plan::prompt_as_tool`).
+struct Said {
+    instructions: Option<String>,
+    prompts: Vec<(Option<String>, Vec<u8>)>,
 }
 
 /// The current tools of `servers` (all available when empty): from saved
@@ -69,6 +79,7 @@ fn current(
                 identity: serde_json::json!({"transport": "saved", "file": format!("{}.json", s.server)}),
                 server: s.server,
                 tools: Ok(tools),
+                said: None,
             });
         }
         for wanted in servers {
@@ -76,6 +87,7 @@ fn current(
                 out.push(Current {
                     server: wanted.clone(),
                     identity: serde_json::Value::Null,
+                    said: None,
                     tools: Err(format!(
                         "no saved listing for {wanted:?} in {}",
                         path.display()
@@ -108,9 +120,19 @@ fn current(
             // normalisation rules, so a lock pinned on one machine checks
             // on another.
             let normalize = c.normalize;
+            let said = c.result.as_ref().ok().map(|l| Said {
+                instructions: l.instructions.clone(),
+                prompts: l
+                    .prompts
+                    .iter()
+                    .flatten()
+                    .map(|p| plumbline_lock::plan::prompt_as_tool(&p.raw))
+                    .collect(),
+            });
             Current {
                 server: c.server,
                 identity: c.identity,
+                said,
                 tools: c.result.map(|l| {
                     l.tools
                         .into_iter()
@@ -121,6 +143,7 @@ fn current(
         })
         .collect();
     out.extend(missing.into_iter().map(|s| Current {
+        said: None,
         tools: Err(format!("{s:?} is not in the configuration")),
         server: s,
         identity: serde_json::Value::Null,

@@ -75,11 +75,20 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 ),
                 serde_json::json!({"server": c.server, "outcome": "pinned", "tools": fresh.len()}),
             )?;
+            let (instructions, prompts) = match &c.said {
+                Some(said) => (
+                    said.instructions.clone(),
+                    pin_tools(&c.server, &said.prompts).0,
+                ),
+                None => (None, Vec::new()),
+            };
             lock.servers.insert(
                 c.server.clone(),
                 LockedServer {
                     identity: canonical_identity(&c.identity)?,
                     tools: fresh,
+                    instructions,
+                    prompts,
                 },
             );
             continue;
@@ -156,6 +165,39 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
                 ),
                 serde_json::json!({"server": c.server, "tool": name, "outcome": what, "severity": severity, "accepted": how}),
             )?;
+        }
+        // The whole server updated (no TOOL named), observed live: its
+        // instructions and prompts are re-pinned too, under the same rule.
+        if let (Some(said), true) = (&c.said, only_tools.is_empty()) {
+            for (what, before, now) in text_updates(&classifier, &locked, said)? {
+                let Some(severity) = now else { continue };
+                let accepted = severity < Severity::High
+                    || args.accept_severity.is_some_and(|level| severity <= level)
+                    || (!say.json && confirmed(&c.server, what, severity)?);
+                if !accepted {
+                    say.say(
+                        &mut out,
+                        format!(
+                            "{}: {what}: refused: the change is {severity}; review it, then pass --accept-severity {}",
+                            for_terminal(&c.server, false),
+                            severity.to_string().to_lowercase()
+                        ),
+                        serde_json::json!({"server": c.server, "part": what, "outcome": "refused", "severity": severity, "needs": "--accept-severity"}),
+                    )?;
+                    refused = true;
+                    continue;
+                }
+                changed += 1;
+                match what {
+                    "instructions" => updated.instructions = said.instructions.clone(),
+                    _ => updated.prompts = pin_tools(&c.server, &said.prompts).0,
+                }
+                say.say(
+                    &mut out,
+                    format!("{}: {what} re-pinned ({severity})", for_terminal(&c.server, false)),
+                    serde_json::json!({"server": c.server, "part": what, "outcome": "re-pinned", "severity": severity, "was": before}),
+                )?;
+            }
         }
         if refused {
             outcome = outcome.and(Outcome::ThresholdReached);
@@ -260,4 +302,48 @@ fn confirmed(server: &str, tool: &str, severity: Severity) -> Result<bool> {
         answer.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"
     ))
+}
+
+/// The server's instructions and prompts against the lock's: for each
+/// part, its name, how many pinned entries it had, and the grade of its
+/// change (`None`: unchanged).
+fn text_updates(
+    classifier: &Classifier,
+    locked: &LockedServer,
+    said: &super::Said,
+) -> Result<Vec<(&'static str, usize, Option<Severity>)>> {
+    let mut out = Vec::new();
+    let instructions = if locked.instructions == said.instructions {
+        None
+    } else {
+        let now =
+            plumbline_lock::plan::instructions_as_tool(said.instructions.as_deref().unwrap_or(""));
+        Some(
+            locked
+                .instructions_baseline()?
+                .drift_to(classifier, std::slice::from_ref(&now))?
+                .severity,
+        )
+    };
+    out.push((
+        "instructions",
+        usize::from(locked.instructions.is_some()),
+        instructions,
+    ));
+    let mut fresh = plumbline_lock::pin_tools(&said.prompts).tools;
+    fresh.sort();
+    let mut pinned = locked.prompts.clone();
+    pinned.sort();
+    let prompts = if fresh == pinned {
+        None
+    } else {
+        Some(
+            locked
+                .prompts_baseline()
+                .drift_to(classifier, &said.prompts)?
+                .severity,
+        )
+    };
+    out.push(("prompts", locked.prompts.len(), prompts));
+    Ok(out)
 }

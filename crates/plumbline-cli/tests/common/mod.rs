@@ -112,9 +112,16 @@ impl HttpServer {
 
     /// [`HttpServer::start`] with its stderr going to `stderr`.
     pub fn start_with_stderr(args: &[&str], stderr: Stdio) -> HttpServer {
+        HttpServer::start_with(args, stderr, &[])
+    }
+
+    /// [`HttpServer::start`] with its stderr going to `stderr` and `env`
+    /// added to its environment.
+    pub fn start_with(args: &[&str], stderr: Stdio, env: &[(&str, &str)]) -> HttpServer {
         let mut child = std::process::Command::new(test_server())
             .args(["--http", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(stderr)
             .spawn()
