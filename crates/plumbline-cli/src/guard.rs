@@ -238,15 +238,20 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         config.as_ref(),
         store_is_baseline,
     );
-    let runtime = crate::commands::runtime()?;
+    // One thread: a message crosses the relay on the thread that read it,
+    // with no hand-off to another worker (the recorder has its own).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     let result = runtime.block_on(async {
         serve_metrics(args, &metrics, &server).await?;
         plumbline_guard::stdio::run(
             options,
             baseline,
             recorder,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
+            plumbline_guard::pipe::stdin(),
+            plumbline_guard::pipe::stdout(),
         )
         .await
     });

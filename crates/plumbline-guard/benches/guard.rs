@@ -65,5 +65,35 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Reading a client's `tools/call` before it is relayed: the guard's
+/// lenient reader (every byte checked, the members it reads decoded)
+/// against parsing the same message into serde_json values, on a call
+/// whose arguments are 10 KB and 1 MB of real tool text.
+fn read_calls(c: &mut Criterion) {
+    let tools = listing("0.23.1");
+    let text: String = tools
+        .iter()
+        .map(|(_, raw)| String::from_utf8_lossy(raw).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut g = c.benchmark_group("read_call");
+    for (label, size) in [("10kb", 10 << 10), ("1mb", 1 << 20)] {
+        let body: String = text.chars().cycle().take(size).collect();
+        let call = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "jira_create_issue", "arguments": {"description": body, "project": "ABC"}}})
+        .to_string();
+        g.bench_function(format!("serde_value_{label}"), |b| {
+            b.iter(|| black_box(serde_json::from_str::<serde_json::Value>(&call).unwrap()))
+        });
+        g.bench_function(format!("guard_read_{label}"), |b| {
+            b.iter(|| {
+                let m = plumbline_guard::message::Message::read(call.as_bytes()).unwrap();
+                black_box(m.param_str("name").unwrap())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, read_calls);
 criterion_main!(benches);

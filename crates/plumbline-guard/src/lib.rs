@@ -24,6 +24,7 @@
 pub mod http;
 pub mod judge;
 pub mod message;
+pub mod pipe;
 mod said;
 pub mod stdio;
 
