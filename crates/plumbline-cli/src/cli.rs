@@ -464,6 +464,19 @@ pub struct GuardArgs {
     /// and the upstream credentials it adds.
     #[arg(long, value_name = "${NAME}", requires = "listen")]
     pub listen_token: Option<String>,
+    /// A call whose arguments hold secret material (a known secret format,
+    /// or a piece of your SSH keys, cloud credentials, `.netrc`, `.env*` or
+    /// secret-named environment variables): refused (block) or relayed
+    /// with a line on stderr (warn). Default: `[guard.NAME] on_secret`,
+    /// else block.
+    #[arg(long, value_enum)]
+    pub on_secret: Option<OnSecretArg>,
+    /// Where secret material is expected and allowed: TOOL (any argument)
+    /// or TOOL/POINTER (one argument, a JSON pointer into `arguments`:
+    /// `login/password`). Repeatable; added to `[guard.NAME]
+    /// allow_secrets`.
+    #[arg(long, value_name = "TOOL[/POINTER]")]
+    pub allow_secret: Vec<String>,
     /// Do not record the listings in the store (by default each judged
     /// listing is an observation in the history, as `watch` records it,
     /// with what was withheld).
@@ -491,6 +504,12 @@ pub enum NewToolsArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum GuardMode {
     Enforce,
+    Warn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnSecretArg {
+    Block,
     Warn,
 }
 

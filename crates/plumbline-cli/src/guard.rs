@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use plumbline_guard::{Baseline, LockBaseline, Mode, NewTools, OnError, Policy, Recorder, Seen};
+use plumbline_guard::{
+    Baseline, LockBaseline, Mode, NewTools, OnError, OnSecret, Policy, Recorder, SecretAllowed,
+    Seen,
+};
 use plumbline_history::{Grader, Observed};
 use plumbline_history::{Problem, ProblemKind};
 use plumbline_lock::LockedServer;
@@ -215,7 +218,8 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         .or(lock_taxonomy)
         .or(config.as_ref().and_then(|c| c.taxonomy))
         .unwrap_or_default();
-    let policy = policy_of(args)?;
+    let policy = policy_of(args, config.as_ref(), &server)?;
+    let secrets = secret_watch(&spec.env);
     let limits = match &config {
         Some(c) => c.limits.limits()?,
         None => Default::default(),
@@ -228,6 +232,7 @@ pub fn run(args: &GuardArgs) -> Result<Outcome> {
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,
         poll: Duration::from_secs(1),
+        secrets: Some(secrets),
         metrics: std::sync::Arc::clone(&metrics),
     };
     let recorder = HistoryRecorder::unless_off(
@@ -367,7 +372,58 @@ fn baseline_for(args: &GuardArgs, server: &str) -> Result<(Box<dyn Baseline>, Op
     })
 }
 
-fn policy_of(args: &GuardArgs) -> Result<Policy> {
+/// The policy: the flags, over `[guard.NAME]` of the configuration.
+fn policy_of(args: &GuardArgs, config: Option<&Config>, server: &str) -> Result<Policy> {
+    let configured = config.and_then(|c| c.guard.get(server));
+    let on_secret = match (
+        args.on_secret,
+        configured.and_then(|g| g.on_secret.as_deref()),
+    ) {
+        (Some(crate::cli::OnSecretArg::Warn), _) | (None, Some("warn")) => OnSecret::Warn,
+        _ => OnSecret::Block,
+    };
+    let mut allow_secrets: Vec<SecretAllowed> = configured
+        .map(|g| {
+            g.allow_secrets
+                .iter()
+                .map(|a| SecretAllowed::parse(a))
+                .collect()
+        })
+        .unwrap_or_default();
+    for a in &args.allow_secret {
+        if a.trim().is_empty() || a.starts_with('/') {
+            bail!("--allow-secret {a:?}: TOOL or TOOL/POINTER");
+        }
+        allow_secrets.push(SecretAllowed::parse(a));
+    }
+    let policy = policy_of_flags(args)?;
+    Ok(Policy {
+        on_secret,
+        allow_secrets,
+        ..policy
+    })
+}
+
+/// What calls are checked for: the known formats, and the secrets of this
+/// machine's user (`$HOME`), of the client's working directory (the
+/// guard's) and of the environment (the guard's, and the server's).
+fn secret_watch(extra_env: &[(String, String)]) -> std::sync::Arc<plumbline_guard::SecretWatch> {
+    let started = std::time::Instant::now();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let cwd = std::env::current_dir().ok();
+    let env = std::env::vars().chain(extra_env.iter().cloned());
+    let sources = plumbline_guard::secrets::local::Sources::new(home, cwd, env);
+    let watch = plumbline_guard::SecretWatch::new(sources);
+    let n = watch.own.lock().map(|o| o.sources.len()).unwrap_or(0);
+    eprintln!(
+        "plumbline guard: calls are checked for secret material: {} known formats, and {n} of your secret sources (fingerprints in memory only; read in {} ms)",
+        watch.rules.len(),
+        started.elapsed().as_millis()
+    );
+    std::sync::Arc::new(watch)
+}
+
+fn policy_of_flags(args: &GuardArgs) -> Result<Policy> {
     if !args.max_age.is_finite() || args.max_age < 0.0 {
         bail!("--max-age: a number of seconds, 0 or more");
     }
@@ -387,6 +443,7 @@ fn policy_of(args: &GuardArgs) -> Result<Policy> {
             OnErrorArg::Pass => OnError::Pass,
         },
         max_age: Duration::from_secs_f64(args.max_age),
+        ..Policy::default()
     })
 }
 
@@ -490,7 +547,8 @@ fn run_http(args: &GuardArgs, listen: std::net::SocketAddr) -> Result<Outcome> {
         upstream_headers: headers,
         upstream_auth,
         unauthorized_hint,
-        policy: policy_of(args)?,
+        policy: policy_of(args, config.as_ref(), &server)?,
+        secrets: Some(secret_watch(&[])),
         classifier: Classifier::for_taxonomy(taxonomy),
         limits,
         metrics: std::sync::Arc::clone(&metrics),

@@ -50,6 +50,24 @@ pub struct Config {
     pub alerts: Vec<AlertConfig>,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+    /// `[guard.NAME]`: how `plumbline guard` treats calls to server NAME.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guard: BTreeMap<String, GuardConfig>,
+}
+
+/// `[guard.NAME]`: the guard's policy for one server's calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// A call whose arguments hold secret material: `"block"` (the
+    /// default) or `"warn"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_secret: Option<String>,
+    /// Where secret material is expected: `TOOL` (any argument of it) or
+    /// `TOOL/POINTER` (one argument, a JSON pointer into `arguments`:
+    /// `login/password`), for tools whose purpose is to receive one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_secrets: Vec<String>,
 }
 
 /// `[watch]`: how often `plumbline watch` observes each server.
@@ -527,6 +545,22 @@ impl Config {
             }
             normalize::check_rules(server.normalize_rules())
                 .with_context(|| format!("{}: servers.{name}", path.display()))?;
+        }
+        for (name, g) in &config.guard {
+            let key = format!("{}: guard.{name}", path.display());
+            if !config.servers.contains_key(name) {
+                bail!("{key}: there is no [servers.{name}]");
+            }
+            if let Some(v) = &g.on_secret {
+                if v != "block" && v != "warn" {
+                    bail!("{key}.on_secret: {v:?} is neither \"block\" nor \"warn\"");
+                }
+            }
+            for a in &g.allow_secrets {
+                if a.trim().is_empty() || a.starts_with('/') {
+                    bail!("{key}.allow_secrets: {a:?} is not TOOL or TOOL/POINTER");
+                }
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, alert) in config.alerts.iter().enumerate() {

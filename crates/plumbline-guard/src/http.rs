@@ -54,6 +54,8 @@ pub struct Options {
     pub policy: Policy,
     pub classifier: Classifier,
     pub limits: Limits,
+    /// The secrets calls are checked for (none: calls are not checked).
+    pub secrets: Option<std::sync::Arc<crate::SecretWatch>>,
     /// Where the counts go (`/metrics`, and the summary at the end).
     pub metrics: Arc<crate::Metrics>,
     /// When set, every request must carry `Authorization: Bearer` with it
@@ -536,7 +538,20 @@ async fn judge_post(
                     Err(e) => Some(refused(app, id.json(), INVALID_PARAMS, &e)),
                 },
                 "tools/call" => match msg.param_str("name") {
-                    Ok(Some(name)) => check_call(app, headers, session, &name, &id, meta).await,
+                    Ok(Some(name)) => match crate::check_secrets(
+                        app.opts.secrets.as_deref(),
+                        &app.opts.policy,
+                        &app.opts.metrics,
+                        &app.opts.server,
+                        &name,
+                        msg.param("arguments"),
+                    ) {
+                        Err((code, message, data)) => Some(json_text(
+                            StatusCode::OK,
+                            error_reply(id.json(), code, &message, Some(data)),
+                        )),
+                        Ok(()) => check_call(app, headers, session, &name, &id, meta).await,
+                    },
                     Ok(None) => Some(refused(
                         app,
                         id.json(),
@@ -1629,6 +1644,7 @@ mod tests {
                 policy: Policy::default(),
                 classifier: Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V1),
                 limits: Limits::default(),
+                secrets: None,
                 metrics: Default::default(),
                 listen_token: None,
             },

@@ -26,6 +26,7 @@ pub mod judge;
 pub mod message;
 pub mod pipe;
 mod said;
+pub mod secrets;
 pub mod stdio;
 
 use std::time::Duration;
@@ -63,6 +64,52 @@ pub enum OnError {
     Pass,
 }
 
+/// What a call whose arguments hold secret material gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnSecret {
+    /// Refused: it never reaches the server.
+    #[default]
+    Block,
+    /// Relayed, and stderr says what it held (kind and place, never the
+    /// value).
+    Warn,
+}
+
+/// Where secret material in a call is expected: a tool, or one argument
+/// of it (a JSON pointer into `arguments`, or below it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretAllowed {
+    pub tool: String,
+    pub pointer: Option<String>,
+}
+
+impl SecretAllowed {
+    /// From `TOOL` or `TOOL/POINTER`.
+    pub fn parse(s: &str) -> SecretAllowed {
+        match s.split_once('/') {
+            Some((tool, rest)) => SecretAllowed {
+                tool: tool.to_owned(),
+                pointer: Some(format!("/{rest}")),
+            },
+            None => SecretAllowed {
+                tool: s.to_owned(),
+                pointer: None,
+            },
+        }
+    }
+
+    /// Whether a string at `path` of a call to `tool` may hold a secret.
+    pub fn covers(&self, tool: &str, path: &str) -> bool {
+        self.tool == tool
+            && self.pointer.as_deref().is_none_or(|p| {
+                path == p
+                    || path
+                        .strip_prefix(p)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            })
+    }
+}
+
 /// The guard's policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
@@ -73,6 +120,8 @@ pub struct Policy {
     pub on_error: OnError,
     /// A call decided on a listing older than this lists again first.
     pub max_age: Duration,
+    pub on_secret: OnSecret,
+    pub allow_secrets: Vec<SecretAllowed>,
 }
 
 impl Default for Policy {
@@ -83,6 +132,8 @@ impl Default for Policy {
             mode: Mode::Enforce,
             on_error: OnError::Block,
             max_age: Duration::from_secs(60),
+            on_secret: OnSecret::Block,
+            allow_secrets: Vec::new(),
         }
     }
 }
@@ -319,6 +370,95 @@ impl Recording {
     }
 }
 
+/// What the guard looks for in calls: the known secret formats, and the
+/// user's own secrets (fingerprints, looked at again as their files
+/// change).
+pub struct SecretWatch {
+    pub rules: &'static secrets::rules::Rules,
+    pub own: std::sync::Mutex<secrets::local::Sources>,
+}
+
+impl SecretWatch {
+    pub fn new(own: secrets::local::Sources) -> SecretWatch {
+        SecretWatch {
+            rules: secrets::rules::Rules::builtin(),
+            own: std::sync::Mutex::new(own),
+        }
+    }
+
+    /// The first secret material in a call's `arguments` that the policy
+    /// does not allow for `tool`; an error when they cannot be read.
+    pub fn scan(
+        &self,
+        policy: &Policy,
+        tool: &str,
+        arguments: Option<&[u8]>,
+    ) -> Result<Option<secrets::Finding>, String> {
+        let Some(arguments) = arguments else {
+            return Ok(None);
+        };
+        let mut own = self.own.lock().expect("secret sources");
+        own.refresh();
+        let allowed = |path: &str| policy.allow_secrets.iter().any(|a| a.covers(tool, path));
+        secrets::scan(arguments, self.rules, Some(&own), &allowed)
+    }
+}
+
+/// What a call's arguments hold, by the policy: `Err` with the refusal's
+/// message and data (the kind and place, never the value) when it is
+/// refused. Said on stderr either way.
+pub(crate) fn check_secrets(
+    watch: Option<&SecretWatch>,
+    policy: &Policy,
+    metrics: &Metrics,
+    server: &str,
+    tool: &str,
+    arguments: Option<&[u8]>,
+) -> Result<(), (i64, String, serde_json::Value)> {
+    let Some(watch) = watch else { return Ok(()) };
+    let finding = match watch.scan(policy, tool, arguments) {
+        Ok(None) => return Ok(()),
+        Ok(Some(f)) => f,
+        Err(e) => {
+            return Err((
+                message::INVALID_PARAMS,
+                format!(
+                    "plumbline guard: the arguments of the call to {tool:?} cannot be read: {e}"
+                ),
+                serde_json::json!({"tool": tool, "why": {"kind": "unreadable_arguments"}}),
+            ))
+        }
+    };
+    metrics.secret();
+    let block = policy.on_secret == OnSecret::Block;
+    eprintln!(
+        "plumbline guard: {}: {} a call to {}: its arguments hold {} (--on-secret {})",
+        plumbline_taxonomy::sanitize::for_terminal(server, false),
+        if block { "refused" } else { "relayed" },
+        plumbline_taxonomy::sanitize::for_terminal(tool, false),
+        plumbline_taxonomy::sanitize::for_terminal(&finding.describe(), false),
+        if block { "block" } else { "warn" }
+    );
+    if !block {
+        return Ok(());
+    }
+    metrics.refused();
+    let (message, data) = secret_refusal(server, tool, &finding);
+    Err((stdio::REFUSED, message, data))
+}
+
+/// What to say of a call with secret material: the refusal's message and
+/// data (the kind and place, never the value), for the client.
+fn secret_refusal(server: &str, tool: &str, f: &secrets::Finding) -> (String, serde_json::Value) {
+    (
+        format!(
+            "plumbline guard refused the call to {tool:?}: its arguments hold {}; nothing was sent to {server}",
+            f.describe()
+        ),
+        serde_json::json!({"tool": tool, "why": {"kind": "secret", "finding": f}}),
+    )
+}
+
 /// The guard's counters, shared by its tasks and read by `/metrics`.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -327,9 +467,15 @@ pub struct Metrics {
     refused_calls: std::sync::atomic::AtomicU64,
     own_list_changed: std::sync::atomic::AtomicU64,
     dropped: std::sync::atomic::AtomicU64,
+    secrets: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
+    pub(crate) fn secret(&self) {
+        self.secrets
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn dropped(&self) {
         self.dropped
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -360,6 +506,7 @@ impl Metrics {
             refused_calls: self.refused_calls.load(Relaxed),
             own_list_changed: self.own_list_changed.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
+            secrets: self.secrets.load(Relaxed),
         }
     }
 
@@ -391,6 +538,11 @@ impl Metrics {
                 "plumbline_guard_own_list_changed_total",
                 "list_changed notifications the guard sent after a review.",
                 c.own_list_changed,
+            ),
+            (
+                "plumbline_guard_secret_calls_total",
+                "tools/call requests whose arguments held secret material (refused, or relayed with --on-secret warn).",
+                c.secrets,
             ),
             (
                 "plumbline_guard_dropped_messages_total",
@@ -442,4 +594,6 @@ pub struct Counters {
     pub own_list_changed: u64,
     /// Messages not relayed (either direction).
     pub dropped: u64,
+    /// Calls with secret material in their arguments.
+    pub secrets: u64,
 }

@@ -499,6 +499,128 @@ pub fn decode_string(raw: &[u8]) -> Decoded {
     }
 }
 
+/// Calls `each` with every string of the JSON value `raw` (object keys
+/// too), decoded (a lone surrogate as U+FFFD), where it is as a JSON
+/// pointer (`/files/0/content`; for a key, the object holding it, so the
+/// place never spells the key), and whether it is a key; stops when
+/// `each` breaks. Read without recursion, in the lenient grammar, like a
+/// message.
+pub fn visit_strings(
+    raw: &[u8],
+    each: &mut dyn FnMut(&str, &str, bool) -> std::ops::ControlFlow<()>,
+) -> Result<std::ops::ControlFlow<()>, String> {
+    use std::ops::ControlFlow;
+    enum Frame {
+        Object,
+        Array(usize),
+    }
+    fn pointer(path: &[String]) -> String {
+        let mut out = String::new();
+        for p in path {
+            out.push('/');
+            out.push_str(&p.replace('~', "~0").replace('/', "~1"));
+        }
+        out
+    }
+    let mut lx = Lexer { s: raw, i: 0 };
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut path: Vec<String> = Vec::new();
+    // Reads a key at the lexer and the ':' after it, gives it to `each`,
+    // and puts it on the path (a new level, or the last one replaced).
+    fn key(
+        lx: &mut Lexer<'_>,
+        path: &mut Vec<String>,
+        push: bool,
+        each: &mut dyn FnMut(&str, &str, bool) -> ControlFlow<()>,
+    ) -> Result<ControlFlow<()>, String> {
+        lx.ws();
+        let start = lx.i;
+        lx.string()?;
+        let k = decode_string(&lx.s[start..lx.i]).text;
+        lx.expect(b':')?;
+        if push {
+            path.push(k);
+        } else if let Some(last) = path.last_mut() {
+            *last = k;
+        }
+        let at = pointer(&path[..path.len() - 1]);
+        Ok(each(&at, path.last().map_or("", String::as_str), true))
+    }
+    'value: loop {
+        lx.ws();
+        match lx.peek() {
+            Some(b'{') => {
+                lx.i += 1;
+                lx.ws();
+                if lx.peek() == Some(b'}') {
+                    lx.i += 1;
+                } else {
+                    frames.push(Frame::Object);
+                    if key(&mut lx, &mut path, true, each)?.is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                lx.i += 1;
+                lx.ws();
+                if lx.peek() == Some(b']') {
+                    lx.i += 1;
+                } else {
+                    frames.push(Frame::Array(0));
+                    path.push("0".to_owned());
+                    continue 'value;
+                }
+            }
+            Some(b'"') => {
+                let start = lx.i;
+                lx.string()?;
+                let text = decode_string(&lx.s[start..lx.i]).text;
+                if each(&pointer(&path), &text, false).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+            Some(b'-' | b'0'..=b'9') => lx.number()?,
+            Some(_) => lx.literal()?,
+            None => return Err(lx.err("the text ends where a value was expected")),
+        }
+        loop {
+            let Some(top) = frames.last_mut() else {
+                lx.ws();
+                if lx.i != lx.s.len() {
+                    return Err(lx.err("text after the value"));
+                }
+                return Ok(ControlFlow::Continue(()));
+            };
+            lx.ws();
+            match (top, lx.peek()) {
+                (Frame::Object, Some(b',')) => {
+                    lx.i += 1;
+                    if key(&mut lx, &mut path, false, each)?.is_break() {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    continue 'value;
+                }
+                (Frame::Array(n), Some(b',')) => {
+                    lx.i += 1;
+                    *n += 1;
+                    if let Some(last) = path.last_mut() {
+                        *last = n.to_string();
+                    }
+                    continue 'value;
+                }
+                (Frame::Object, Some(b'}')) | (Frame::Array(_), Some(b']')) => {
+                    lx.i += 1;
+                    frames.pop();
+                    path.pop();
+                }
+                _ => return Err(lx.err("expected ',' or the end of a container")),
+            }
+        }
+    }
+}
+
 /// The lenient grammar: JSON, plus `NaN`, `Infinity`, `-Infinity`, numbers
 /// of any size and lone surrogate escapes, at any depth.
 struct Lexer<'a> {
@@ -832,6 +954,47 @@ mod tests {
         assert_eq!(
             read(r#"[{"id":1,"method":"tools/call","params":{"name":"add"}}]"#).unwrap_err(),
             Refusal::Batch
+        );
+    }
+
+    #[test]
+    fn every_string_is_visited_with_its_place() {
+        let mut seen = Vec::new();
+        let raw = br#"{"a":"x","b/c":[1,"y",{"d":"z~"}],"e":{},"f":[],"g":NaN}"#;
+        let flow = visit_strings(raw, &mut |path, text, key| {
+            seen.push(format!("{path}{}={text}", if key { "(key)" } else { "" }));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        assert!(flow.is_continue());
+        assert_eq!(
+            seen,
+            [
+                "(key)=a",
+                "/a=x",
+                "(key)=b/c",
+                "/b~1c/1=y",
+                "/b~1c/2(key)=d",
+                "/b~1c/2/d=z~",
+                "(key)=e",
+                "(key)=f",
+                "(key)=g"
+            ]
+        );
+        let deep = format!("{}\"s\"{}", "[".repeat(10_000), "]".repeat(10_000));
+        let mut n = 0;
+        let flow = visit_strings(deep.as_bytes(), &mut |_, _, _| {
+            n += 1;
+            std::ops::ControlFlow::Break(())
+        })
+        .unwrap();
+        assert!(flow.is_break());
+        assert_eq!(n, 1);
+        assert!(
+            visit_strings(b"{\"a\":}", &mut |_, _, _| std::ops::ControlFlow::Continue(
+                ()
+            ))
+            .is_err()
         );
     }
 

@@ -73,6 +73,8 @@ pub struct Options {
     pub limits: Limits,
     /// How often the baseline is read again.
     pub poll: Duration,
+    /// The secrets calls are checked for (none: calls are not checked).
+    pub secrets: Option<std::sync::Arc<crate::SecretWatch>>,
     /// Where the counts go (`/metrics`, and the summary at the end).
     pub metrics: std::sync::Arc<crate::Metrics>,
 }
@@ -607,6 +609,17 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     }
                     Err(e) => return self.refuse_request(&msg, INVALID_PARAMS, &e).await,
                 };
+                // Secret material never leaves, whatever tool is called.
+                if let Err((code, message, data)) = crate::check_secrets(
+                    self.opts.secrets.as_deref(),
+                    &self.opts.policy,
+                    &self.opts.metrics,
+                    &self.opts.server,
+                    &name,
+                    msg.param("arguments"),
+                ) {
+                    return self.error_to_client(&id, code, &message, Some(data)).await;
+                }
                 if self.fresh() {
                     self.decide(line, id, name).await
                 } else {

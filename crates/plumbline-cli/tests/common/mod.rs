@@ -500,9 +500,20 @@ pub struct GuardClient {
 
 impl GuardClient {
     pub fn start(d: &Path, args: &[&str], marker: &str) -> GuardClient {
+        GuardClient::start_with_env(d, args, marker, &[])
+    }
+
+    /// [`GuardClient::start`] with `env` set for the guard.
+    pub fn start_with_env(
+        d: &Path,
+        args: &[&str],
+        marker: &str,
+        env: &[(&str, &str)],
+    ) -> GuardClient {
         let mut child = Command::new(env!("CARGO_BIN_EXE_plumbline"))
             .arg("guard")
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(d)
             .env_remove("PLUMBLINE_STORE")
             .env_remove("PLUMBLINE_CONFIG")
