@@ -95,5 +95,83 @@ fn read_calls(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, read_calls);
+/// A typical developer's home: an SSH key (ssh-keygen), cloud
+/// credentials, a `.netrc`, a project's `.env`.
+fn home(dir: &std::path::Path) -> plumbline_guard::secrets::local::Sources {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    let key = home.join(".ssh/id_ed25519");
+    let rsa = home.join(".ssh/id_rsa");
+    for (path, kind) in [(&key, "ed25519"), (&rsa, "rsa")] {
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", kind, "-N", "", "-f"])
+            .arg(path)
+            .status()
+            .expect("ssh-keygen");
+    }
+    std::fs::write(
+        home.join(".aws/credentials"),
+        "[default]\naws_access_key_id = AKIAQ3EXJ7MPLWD5TZ2N\naws_secret_access_key = 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\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".netrc"),
+        "machine h login a password ghp_Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8\n",
+    )
+    .unwrap();
+    let project = dir.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join(".env"),
+        "API_TOKEN=tok-2c9f1e7a4b6d8f0a1c3e5\nPORT=3000\n",
+    )
+    .unwrap();
+    plumbline_guard::secrets::local::Sources::new(Some(home), Some(project), std::env::vars())
+}
+
+/// The secret check of a call (issue 37): building the fingerprints of a
+/// typical home at start, and checking a call of 10 KB and 1 MB of real
+/// tool text against them and the known formats, beside reading the same
+/// call (the guard's reader) in the same run.
+fn secret_check(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = c.benchmark_group("secrets");
+    let sources = home(dir.path());
+    let n = sources.sources.len();
+    assert!(n >= 5, "{n} sources");
+    g.bench_function("build_home_fingerprints", |b| {
+        b.iter(|| {
+            black_box(plumbline_guard::secrets::local::Sources::new(
+                Some(dir.path().join("home")),
+                Some(dir.path().join("project")),
+                std::env::vars(),
+            ))
+        })
+    });
+    let watch = plumbline_guard::SecretWatch::new(sources);
+    let policy = Policy::default();
+    let tools = listing("0.23.1");
+    let text: String = tools
+        .iter()
+        .map(|(_, raw)| String::from_utf8_lossy(raw).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    for (label, size) in [("10kb", 10 << 10), ("1mb", 1 << 20)] {
+        let body: String = text.chars().cycle().take(size).collect();
+        let arguments = serde_json::json!({"description": body, "project": "ABC"}).to_string();
+        g.bench_function(format!("scan_call_{label}"), |b| {
+            b.iter(|| {
+                black_box(
+                    watch
+                        .scan(&policy, "jira_create_issue", Some(arguments.as_bytes()))
+                        .unwrap(),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, read_calls, secret_check);
 criterion_main!(benches);

@@ -23,12 +23,6 @@ const MAX_GCLOUD_FILES: usize = 64;
 /// How often the sources are looked at again for changes.
 pub const RECHECK: Duration = Duration::from_secs(2);
 
-/// One source's fingerprints, named for messages (`~/.ssh/id_ed25519`).
-pub struct Source {
-    pub name: String,
-    pub fingerprints: Fingerprints,
-}
-
 /// What the files looked like when last read: a change rebuilds.
 type Stamp = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
 
@@ -38,7 +32,12 @@ pub struct Sources {
     env: Vec<(String, String)>,
     stamp: Stamp,
     checked: Option<Instant>,
-    pub sources: Vec<Source>,
+    /// Every source's fingerprints, each tagged with its index in
+    /// `sources`.
+    fingerprints: Fingerprints,
+    /// The sources read, named for messages (`~/.ssh/id_ed25519`,
+    /// `$GITHUB_TOKEN`).
+    pub sources: Vec<String>,
 }
 
 impl Sources {
@@ -59,6 +58,7 @@ impl Sources {
             env,
             stamp: Vec::new(),
             checked: None,
+            fingerprints: Fingerprints::new(),
             sources: Vec::new(),
         };
         s.rebuild();
@@ -137,32 +137,30 @@ impl Sources {
 
     fn rebuild(&mut self) {
         self.stamp = self.stamp_now();
+        let mut f = Fingerprints::new();
         let mut sources = Vec::new();
+        let mut add = |name: String, pieces: Vec<String>, f: &mut Fingerprints| {
+            let Ok(index) = u16::try_from(sources.len()) else {
+                return;
+            };
+            let before = f.len();
+            for piece in pieces {
+                f.add(piece.as_bytes(), index);
+            }
+            if f.len() > before {
+                sources.push(name);
+            }
+        };
         for (path, kind, within) in self.files() {
             let Some(text) = read_within(&path, within) else {
                 continue;
             };
-            let mut f = Fingerprints::new();
-            for piece in kind.pieces(&text) {
-                f.add(piece.as_bytes());
-            }
-            if !f.is_empty() {
-                sources.push(Source {
-                    name: self.shown(&path),
-                    fingerprints: f,
-                });
-            }
+            add(self.shown(&path), kind.pieces(&text), &mut f);
         }
         for (name, value) in &self.env {
-            let mut f = Fingerprints::new();
-            f.add(value.as_bytes());
-            if !f.is_empty() {
-                sources.push(Source {
-                    name: format!("${name}"),
-                    fingerprints: f,
-                });
-            }
+            add(format!("${name}"), vec![value.clone()], &mut f);
         }
+        self.fingerprints = f;
         self.sources = sources;
     }
 
@@ -176,10 +174,10 @@ impl Sources {
 
     /// The source holding a run of `text`, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<&str> {
-        self.sources
-            .iter()
-            .find(|s| s.fingerprints.found_in(text))
-            .map(|s| s.name.as_str())
+        self.fingerprints
+            .found_in(text)
+            .and_then(|i| self.sources.get(usize::from(i)))
+            .map(String::as_str)
     }
 }
 

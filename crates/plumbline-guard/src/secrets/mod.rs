@@ -78,7 +78,7 @@ fn readings(text: &str) -> Vec<(Option<&'static str>, Cow<'_, [u8]>)> {
     if t.len() >= MIN_ENCODED {
         // Base64 (standard or URL-safe, padded or not, wrapped in lines).
         if t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"+/=-_\r\n ".contains(&b))
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=-_\r\n".contains(&b))
         {
             compact = t.chars().filter(|c| !c.is_ascii_whitespace()).collect();
             let unpadded = compact.trim_end_matches('=');
@@ -143,8 +143,9 @@ pub fn inspect(
             source: source.to_owned(),
         });
     }
-    let text = String::from_utf8_lossy(bytes);
-    rules.find(&text).map(|f| Material::Format { rule: f.rule })
+    rules
+        .find_bytes(bytes)
+        .map(|f| Material::Format { rule: f.rule })
 }
 
 /// The first secret material in `arguments` (raw JSON, read leniently),

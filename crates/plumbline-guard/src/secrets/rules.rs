@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
-use regex::Regex;
+use regex::bytes::Regex;
 use serde::Deserialize;
 
 const GITLEAKS: &str = include_str!("../../data/gitleaks.toml");
@@ -95,7 +95,7 @@ impl Allow {
         }))
     }
 
-    fn excuses(&self, secret: &str, whole: &str, line: &str) -> bool {
+    fn excuses(&self, secret: &[u8], whole: &[u8], line: &[u8]) -> bool {
         let against = match self.target {
             Target::Secret => secret,
             Target::Match => whole,
@@ -104,7 +104,7 @@ impl Allow {
         if self.regexes.iter().any(|r| r.is_match(against)) {
             return true;
         }
-        let lower = secret.to_lowercase();
+        let lower = String::from_utf8_lossy(secret).to_lowercase();
         self.stopwords.iter().any(|w| lower.contains(w.as_str()))
     }
 }
@@ -169,8 +169,38 @@ fn from_go(re: &str) -> String {
     out
 }
 
+/// The context most rules start with, `[\\w.-]{0,50}?` (up to fifty word
+/// characters before the keyword, lazily: it may match nothing), left
+/// out. Whether a rule matches, and the secret it finds, are the same
+/// without it; but a pattern that begins with the keyword lets the regex
+/// engine look for the keyword's bytes first, which is what makes a rule
+/// cost little on a long text.
+fn without_leading_context(re: &str) -> String {
+    const CONTEXT: &str = r"[\w.-]{0,50}?";
+    let mut out = String::with_capacity(re.len());
+    let mut rest = re;
+    loop {
+        if let Some(r) = rest.strip_prefix(CONTEXT) {
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix("(?i)") {
+            out.push_str("(?i)");
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix("(?i:") {
+            out.push_str("(?i:");
+            rest = r;
+        } else {
+            break;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Compiled as Go reads it: `\\w`, `\\s`, `\\b` and case folding are
+/// ASCII's (RE2's are), which also keeps the automata small and fast.
 fn compile(re: &str) -> Result<Regex, String> {
-    regex::RegexBuilder::new(&from_go(re))
+    regex::bytes::RegexBuilder::new(&from_go(re))
+        .unicode(false)
         .size_limit(64 << 20)
         .build()
         .map_err(|e| format!("{re:.60}: {e}"))
@@ -247,13 +277,18 @@ impl Rules {
             rules.push(Rule {
                 id: r.id,
                 description: r.description.unwrap_or_default(),
-                source,
+                source: without_leading_context(&source),
                 secret_group: r.secret_group,
                 regex: OnceLock::new(),
                 allow,
             });
         }
-        let keywords = AhoCorasick::new(&patterns).map_err(|e| e.to_string())?;
+        // Keywords are ASCII: matched without a lower-case copy of the text.
+        let keywords = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(&patterns)
+            .map_err(|e| e.to_string())?;
         let global = file
             .allowlist
             .as_ref()
@@ -288,43 +323,62 @@ impl Rules {
 
     /// The first secret in `text` in a known format.
     pub fn find(&self, text: &str) -> Option<Found> {
-        let lower = text.to_ascii_lowercase();
-        let mut candidates: Vec<usize> = self
-            .keywords
-            .find_overlapping_iter(&lower)
-            .map(|m| self.owners[m.pattern().as_usize()])
-            .collect();
+        self.find_bytes(text.as_bytes())
+    }
+
+    /// [`Rules::find`] over bytes (a decoding need not be UTF-8).
+    pub fn find_bytes(&self, text: &[u8]) -> Option<Found> {
+        let mut seen = vec![false; self.rules.len()];
+        let mut candidates = Vec::new();
+        for m in self.keywords.find_overlapping_iter(text) {
+            let rule = self.owners[m.pattern().as_usize()];
+            if !std::mem::replace(&mut seen[rule], true) {
+                candidates.push(rule);
+            }
+        }
         if candidates.is_empty() {
             return None;
         }
         candidates.sort_unstable();
-        candidates.dedup();
+        let mut locations = None;
         for i in candidates {
             let rule = &self.rules[i];
             let Some(regex) = rule.regex() else { continue };
-            for caps in regex.captures_iter(text) {
-                let whole = caps.get(0).expect("group 0");
-                let secret = rule
+            // Where it matches, by the fast automaton; the groups (the
+            // secret within the match) only there.
+            for m in regex.find_iter(text) {
+                let locs = locations.get_or_insert_with(|| regex.capture_locations());
+                if locs.len() != regex.captures_len() {
+                    *locs = regex.capture_locations();
+                }
+                if regex.captures_read_at(locs, text, m.start()).is_none() {
+                    continue;
+                }
+                let (ws, we) = locs.get(0).unwrap_or((m.start(), m.end()));
+                let group = |g: usize| locs.get(g);
+                let (ss, se) = rule
                     .secret_group
-                    .and_then(|g| caps.get(g))
-                    .or_else(|| caps.iter().skip(1).flatten().next())
-                    .unwrap_or(whole);
-                let line_start = text[..whole.start()].rfind('\n').map_or(0, |p| p + 1);
-                let line_end = text[whole.end()..]
-                    .find('\n')
-                    .map_or(text.len(), |p| whole.end() + p);
-                let line = &text[line_start..line_end];
-                let excused = rule
-                    .allow
+                    .and_then(group)
+                    .or_else(|| (1..regex.captures_len()).find_map(group))
+                    .unwrap_or((ws, we));
+                let line_start = text[..ws]
                     .iter()
-                    .chain(&self.global)
-                    .any(|a| a.excuses(secret.as_str(), whole.as_str(), line));
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |p| p + 1);
+                let line_end = text[we..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(text.len(), |p| we + p);
+                let excused =
+                    rule.allow.iter().chain(&self.global).any(|a| {
+                        a.excuses(&text[ss..se], &text[ws..we], &text[line_start..line_end])
+                    });
                 if !excused {
                     return Some(Found {
                         rule: rule.id.clone(),
                         description: rule.description.clone(),
-                        start: secret.start(),
-                        end: secret.end(),
+                        start: ss,
+                        end: se,
                     });
                 }
             }
@@ -345,7 +399,23 @@ mod tests {
         assert_eq!(from_go(r"[^]]+]"), r"[^\]]+]");
         assert!(compile(r#"['"]?\$?{{[^}]+}}['"]?"#)
             .unwrap()
-            .is_match("{{ secret }}"));
+            .is_match(b"{{ secret }}"));
+    }
+
+    #[test]
+    fn the_leading_context_is_left_out_and_nothing_else() {
+        assert_eq!(
+            without_leading_context(r"(?i)[\w.-]{0,50}?(?:adafruit)(?:[ \t\w.-]{0,20})"),
+            r"(?i)(?:adafruit)(?:[ \t\w.-]{0,20})"
+        );
+        assert_eq!(
+            without_leading_context(r"[\w.-]{0,50}?(?i:[\w.-]{0,50}?(?:private[_-]?ai))"),
+            r"(?i:(?:private[_-]?ai))"
+        );
+        assert_eq!(
+            without_leading_context(r"\b(ghp_[0-9a-zA-Z]{36})"),
+            r"\b(ghp_[0-9a-zA-Z]{36})"
+        );
     }
 
     #[test]
