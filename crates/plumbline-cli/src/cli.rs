@@ -477,6 +477,13 @@ pub struct GuardArgs {
     /// allow_secrets`.
     #[arg(long, value_name = "TOOL[/POINTER]")]
     pub allow_secret: Vec<String>,
+    /// A tool result holding text aimed at the model (taxonomy-v3's R01,
+    /// R02, R14 over its text and structured content): relayed with a line
+    /// on stderr (warn), relayed with that text wrapped in markers and
+    /// `_meta["io.plumbline/injected"]` (mark), or replaced by an error
+    /// (block). Default: `[guard.NAME] on_injected_result`, else warn.
+    #[arg(long, value_enum)]
+    pub on_injected_result: Option<OnInjectedArg>,
     /// Do not record the listings in the store (by default each judged
     /// listing is an observation in the history, as `watch` records it,
     /// with what was withheld).
@@ -505,6 +512,13 @@ pub enum NewToolsArg {
 pub enum GuardMode {
     Enforce,
     Warn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnInjectedArg {
+    Warn,
+    Mark,
+    Block,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

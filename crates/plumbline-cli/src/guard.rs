@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use plumbline_guard::{
-    Baseline, LockBaseline, Mode, NewTools, OnError, OnSecret, Policy, Recorder, SecretAllowed,
-    Seen,
+    Baseline, LockBaseline, Mode, NewTools, OnError, OnInjected, OnSecret, Policy, Recorder,
+    SecretAllowed, Seen,
 };
 use plumbline_history::{Grader, Observed};
 use plumbline_history::{Problem, ProblemKind};
@@ -396,10 +396,20 @@ fn policy_of(args: &GuardArgs, config: Option<&Config>, server: &str) -> Result<
         }
         allow_secrets.push(SecretAllowed::parse(a));
     }
+    use crate::cli::OnInjectedArg;
+    let on_injected_result = match (
+        args.on_injected_result,
+        configured.and_then(|g| g.on_injected_result.as_deref()),
+    ) {
+        (Some(OnInjectedArg::Mark), _) | (None, Some("mark")) => OnInjected::Mark,
+        (Some(OnInjectedArg::Block), _) | (None, Some("block")) => OnInjected::Block,
+        _ => OnInjected::Warn,
+    };
     let policy = policy_of_flags(args)?;
     Ok(Policy {
         on_secret,
         allow_secrets,
+        on_injected_result,
         ..policy
     })
 }

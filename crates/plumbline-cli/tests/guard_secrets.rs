@@ -257,3 +257,135 @@ fn warn_relays_and_an_allowed_argument_may_carry_a_credential() {
         "{log}"
     );
 }
+
+/// Issue 37, item 3: a tool's result carrying `<IMPORTANT>` instructions
+/// and a zero-width space is read with taxonomy-v3's R01, R02 and R14:
+/// by default relayed and said on stderr, with `mark` wrapped in markers
+/// and named in `_meta`, with `block` replaced by an error; over stdio
+/// and HTTP. A clean result goes through untouched.
+#[test]
+fn a_result_with_instructions_for_the_model_is_said_marked_or_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let server = test_server().display().to_string();
+    let session = |mode: &str| {
+        let mut c = GuardClient::start(
+            d,
+            &[
+                "--server",
+                "liar",
+                "--new-tools",
+                "allow",
+                "--no-record",
+                "--on-injected-result",
+                mode,
+                "--",
+                &server,
+                "--stdio",
+                "--hostile",
+                "liar",
+            ],
+            &format!("guard-results-{mode}"),
+        );
+        c.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "agent", "version": "0"}}));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        c.names(2);
+        let clean = c.request(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        );
+        let injected = c.request(
+            4,
+            "tools/call",
+            json!({"name": "exfiltrate", "arguments": {"note": "lunch"}}),
+        );
+        assert!(c.close().success());
+        (
+            clean,
+            injected,
+            std::fs::read_to_string(d.join("guard.log")).unwrap(),
+        )
+    };
+    let (clean, r, log) = session("warn");
+    assert_eq!(
+        clean["result"]["content"],
+        json!([{"type": "text", "text": "ran echo"}]),
+        "{clean}"
+    );
+    assert!(
+        r["result"]["content"][1]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Note sent.\n<IMPORTANT>"),
+        "{r}"
+    );
+    assert!(
+        log.contains("the result of exfiltrate holds text aimed at the model (R01"),
+        "{log}"
+    );
+    let (clean, r, _) = session("mark");
+    assert_eq!(
+        clean["result"]["content"],
+        json!([{"type": "text", "text": "ran echo"}]),
+        "{clean}"
+    );
+    assert_eq!(
+        r["result"]["content"][0]["text"], "ran exfiltrate",
+        "the clean item is left: {r}"
+    );
+    let marked = r["result"]["content"][1]["text"].as_str().unwrap();
+    assert!(
+        marked.starts_with("[plumbline guard: untrusted text from the result of exfiltrate")
+            && marked.ends_with("[plumbline guard: end of untrusted text]"),
+        "{marked}"
+    );
+    let meta = &r["result"]["_meta"]["io.plumbline/injected"];
+    assert_eq!(meta["content"], json!([1]), "{r}");
+    assert!(
+        meta["rules"].as_array().unwrap().contains(&json!("R01")),
+        "{r}"
+    );
+    let (clean, r, _) = session("block");
+    assert!(clean["result"].is_object(), "{clean}");
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    assert_eq!(r["error"]["data"]["why"]["kind"], "injected_result", "{r}");
+
+    // Over HTTP, marked.
+    let upstream = common::HttpServer::start(&["--hostile", "liar"]);
+    let mut guard = HttpGuard::start(
+        d,
+        &[
+            "--upstream",
+            &upstream.url,
+            "--new-tools",
+            "allow",
+            "--no-record",
+            "--on-injected-result",
+            "mark",
+        ],
+    );
+    let authority = guard.authority();
+    let post = |session: Option<&str>, body: &Value| {
+        common::http_exchange(&authority, "POST", session, &body.to_string()).1
+    };
+    post(
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "agent", "version": "0"}}}),
+    );
+    let s = Some("liar-session");
+    post(
+        s,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    let answer = post(
+        s,
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "exfiltrate", "arguments": {"note": "x"}}}),
+    );
+    assert!(
+        answer.contains("[plumbline guard: untrusted text from the result of exfiltrate")
+            && answer.contains("io.plumbline/injected"),
+        "{answer}"
+    );
+    assert!(guard.stop());
+}

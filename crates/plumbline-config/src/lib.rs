@@ -68,6 +68,10 @@ pub struct GuardConfig {
     /// `login/password`), for tools whose purpose is to receive one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_secrets: Vec<String>,
+    /// A tool result holding text aimed at the model: `"warn"` (the
+    /// default), `"mark"` or `"block"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_injected_result: Option<String>,
 }
 
 /// `[watch]`: how often `plumbline watch` observes each server.
@@ -554,6 +558,11 @@ impl Config {
             if let Some(v) = &g.on_secret {
                 if v != "block" && v != "warn" {
                     bail!("{key}.on_secret: {v:?} is neither \"block\" nor \"warn\"");
+                }
+            }
+            if let Some(v) = &g.on_injected_result {
+                if !["warn", "mark", "block"].contains(&v.as_str()) {
+                    bail!("{key}.on_injected_result: {v:?} is not \"warn\", \"mark\" or \"block\"");
                 }
             }
             for a in &g.allow_secrets {

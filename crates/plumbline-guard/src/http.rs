@@ -374,6 +374,7 @@ async fn handle(
         expect: None,
         handshake: None,
         method: None,
+        tool: None,
     };
     if method == Method::POST {
         match judge_post(&app, &headers, &session, &body).await {
@@ -404,6 +405,8 @@ struct Asked {
     handshake: Option<Handshake>,
     /// The request's method, for the answers the guard reads whole.
     method: Option<String>,
+    /// The tool a `tools/call` names.
+    tool: Option<String>,
 }
 
 /// A client's handshake request, read as its reply passes.
@@ -471,6 +474,7 @@ async fn judge_post(
                 expect: None,
                 handshake,
                 method: None,
+                tool: None,
             }))
         }
         Kind::Notification => {
@@ -494,6 +498,7 @@ async fn judge_post(
                 expect: None,
                 handshake,
                 method: None,
+                tool: None,
             }))
         }
         Kind::Request => {
@@ -573,6 +578,9 @@ async fn judge_post(
                 expect: Some(id),
                 handshake,
                 method: Some(method.to_owned()),
+                tool: (method == "tools/call")
+                    .then(|| msg.param_str("name").ok().flatten())
+                    .flatten(),
             }))
         }
     }
@@ -789,6 +797,7 @@ async fn forward(
         expect,
         handshake,
         method: asked,
+        tool,
     } = asked;
     let Ok(m) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
@@ -846,6 +855,7 @@ async fn forward(
         get: method == Method::GET,
         handshake,
         asked,
+        tool,
     };
     if !sse {
         // One message (or none): read whole, bounded, and judged.
@@ -996,6 +1006,8 @@ struct Filter {
     handshake: Option<Handshake>,
     /// The method of the request whose answer this stream carries.
     asked: Option<String>,
+    /// The tool it calls, for a `tools/call`.
+    tool: Option<String>,
 }
 
 impl Filter {
@@ -1064,6 +1076,22 @@ impl Filter {
     /// The answer to a handshake or a `prompts/list`, read whole: its
     /// instructions or prompts judged, and withheld ones taken out.
     fn judge_whole(&mut self, data: &[u8]) -> Verdict {
+        if self.asked.as_deref() == Some("tools/call") {
+            let Ok(msg) = Message::read(data) else {
+                return Verdict::Relay;
+            };
+            let app = &self.app;
+            return match crate::said::judge_result(
+                &msg,
+                self.tool.as_deref().unwrap_or_default(),
+                &app.opts.server,
+                &app.opts.policy,
+                &app.opts.metrics,
+            ) {
+                Some(judged) => Verdict::Replace(judged),
+                None => Verdict::Relay,
+            };
+        }
         let handshake = self.handshake.is_some();
         let prompts = self.asked.as_deref() == Some("prompts/list");
         if !handshake && !prompts {

@@ -75,6 +75,20 @@ pub enum OnSecret {
     Warn,
 }
 
+/// What a tool result that holds text aimed at the model gets (read with
+/// taxonomy-v3's R01, R02 and R14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnInjected {
+    /// Relayed; stderr and `/metrics` say so.
+    #[default]
+    Warn,
+    /// Relayed with each such text wrapped in markers a client can show,
+    /// and `_meta["io.plumbline/injected"]` naming the rules.
+    Mark,
+    /// Not relayed: the client gets an error instead of the result.
+    Block,
+}
+
 /// Where secret material in a call is expected: a tool, or one argument
 /// of it (a JSON pointer into `arguments`, or below it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +136,7 @@ pub struct Policy {
     pub max_age: Duration,
     pub on_secret: OnSecret,
     pub allow_secrets: Vec<SecretAllowed>,
+    pub on_injected_result: OnInjected,
 }
 
 impl Default for Policy {
@@ -134,6 +149,7 @@ impl Default for Policy {
             max_age: Duration::from_secs(60),
             on_secret: OnSecret::Block,
             allow_secrets: Vec::new(),
+            on_injected_result: OnInjected::Warn,
         }
     }
 }
@@ -468,9 +484,15 @@ pub struct Metrics {
     own_list_changed: std::sync::atomic::AtomicU64,
     dropped: std::sync::atomic::AtomicU64,
     secrets: std::sync::atomic::AtomicU64,
+    injected: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
+    pub(crate) fn injected(&self) {
+        self.injected
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn secret(&self) {
         self.secrets
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -507,6 +529,7 @@ impl Metrics {
             own_list_changed: self.own_list_changed.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
             secrets: self.secrets.load(Relaxed),
+            injected: self.injected.load(Relaxed),
         }
     }
 
@@ -543,6 +566,11 @@ impl Metrics {
                 "plumbline_guard_secret_calls_total",
                 "tools/call requests whose arguments held secret material (refused, or relayed with --on-secret warn).",
                 c.secrets,
+            ),
+            (
+                "plumbline_guard_injected_results_total",
+                "tools/call results holding text aimed at the model (R01, R02, R14).",
+                c.injected,
             ),
             (
                 "plumbline_guard_dropped_messages_total",
@@ -596,4 +624,6 @@ pub struct Counters {
     pub dropped: u64,
     /// Calls with secret material in their arguments.
     pub secrets: u64,
+    /// Results with text aimed at the model.
+    pub injected: u64,
 }

@@ -130,6 +130,126 @@ pub(crate) fn prompts(
     Some(out)
 }
 
+/// What a tool's result says to the model, read with taxonomy-v3's R01,
+/// R02 and R14 ([`Classifier::read_text`]): its text content and the
+/// strings of its structured content, one at a time.
+pub(crate) struct Injected {
+    pub rules: Vec<plumbline_taxonomy::RuleId>,
+    /// The `content` items holding such text.
+    pub items: Vec<usize>,
+    /// `structuredContent` holds some.
+    pub structured: bool,
+}
+
+fn reader() -> &'static Classifier {
+    static READER: std::sync::OnceLock<Classifier> = std::sync::OnceLock::new();
+    READER.get_or_init(|| Classifier::for_taxonomy(plumbline_taxonomy::Taxonomy::V3))
+}
+
+/// Reads the `result` of a `tools/call` answer (raw JSON).
+pub(crate) fn read_result(result: &[u8]) -> Option<Injected> {
+    let mut found = Injected {
+        rules: Vec::new(),
+        items: Vec::new(),
+        structured: false,
+    };
+    let _ = crate::message::visit_strings(result, &mut |path, text, key| {
+        let item = path
+            .strip_prefix("/content/")
+            .and_then(|rest| rest.strip_suffix("/text"))
+            .and_then(|n| n.parse::<usize>().ok());
+        let structured = path.starts_with("/structuredContent");
+        if key || (item.is_none() && !structured) {
+            return std::ops::ControlFlow::Continue(());
+        }
+        let read = reader().read_text(text);
+        if !read.rules.is_empty() {
+            for r in read.rules {
+                if !found.rules.contains(&r) {
+                    found.rules.push(r);
+                }
+            }
+            match item {
+                Some(i) => found.items.push(i),
+                None => found.structured = true,
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found.rules.sort();
+    (!found.rules.is_empty()).then_some(found)
+}
+
+/// The answer to relay in place of a `tools/call` answer (`message`, raw)
+/// whose result holds text aimed at the model, by the policy; `None`: the
+/// answer goes on as it is.
+pub(crate) fn judge_result(
+    message: &crate::message::Message<'_>,
+    tool: &str,
+    server: &str,
+    policy: &Policy,
+    metrics: &crate::Metrics,
+) -> Option<Vec<u8>> {
+    let injected = read_result(message.member("result")?)?;
+    metrics.injected();
+    let rules = injected
+        .rules
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let what = format!(
+        "the result of {tool} holds text aimed at the model ({rules}){}",
+        match (injected.items.len(), injected.structured) {
+            (0, _) => " in its structured content".to_owned(),
+            (n, _) => format!(" in {n} of its text items"),
+        }
+    );
+    eprintln!(
+        "plumbline guard: {}: {what} (--on-injected-result {})",
+        plumbline_taxonomy::sanitize::for_terminal(server, false),
+        match policy.on_injected_result {
+            crate::OnInjected::Warn => "warn: relayed",
+            crate::OnInjected::Mark => "mark: relayed, marked",
+            crate::OnInjected::Block => "block: not relayed",
+        }
+    );
+    match policy.on_injected_result {
+        crate::OnInjected::Warn => None,
+        crate::OnInjected::Block => Some(
+            crate::stdio::error_reply(
+                message.id_json(),
+                crate::stdio::REFUSED,
+                &format!("plumbline guard withheld the result of the call to {tool:?}: it holds text aimed at the model ({rules})"),
+                Some(serde_json::json!({"tool": tool, "why": {"kind": "injected_result", "rules": injected.rules}})),
+            )
+            .into_bytes(),
+        ),
+        crate::OnInjected::Mark => {
+            let mut value: Value = serde_json::from_slice(message.bytes).ok()?;
+            let open = format!("[plumbline guard: untrusted text from the result of {tool}; it holds text aimed at the model ({rules})]\n");
+            let close = "\n[plumbline guard: end of untrusted text]";
+            for &i in &injected.items {
+                if let Some(Value::String(t)) = value.pointer_mut(&format!("/result/content/{i}/text")) {
+                    *t = format!("{open}{t}{close}");
+                }
+            }
+            if let Some(result) = value.get_mut("result").and_then(Value::as_object_mut) {
+                let meta = result
+                    .entry("_meta")
+                    .or_insert_with(|| Value::Object(Default::default()));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert(
+                        "io.plumbline/injected".into(),
+                        serde_json::json!({"rules": injected.rules, "content": injected.items, "structuredContent": injected.structured}),
+                    );
+                }
+            }
+            Some(value.to_string().into_bytes())
+        }
+    }
+}
+
 /// The refusal of a `prompts/get` the guard withholds: its message and
 /// data (never how to release it: the model reads this).
 pub(crate) fn refused_prompt(

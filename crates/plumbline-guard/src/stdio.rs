@@ -165,6 +165,7 @@ where
         ready: false,
         init_ids: Vec::new(),
         forwarded: HashMap::new(),
+        call_tools: HashMap::new(),
         prompts: crate::said::Prompts::default(),
         prompts_paging: false,
         server_asked: HashSet::new(),
@@ -379,6 +380,8 @@ struct Relay<O> {
     init_ids: Vec<Id>,
     /// The client's requests forwarded to the server and not yet answered.
     forwarded: HashMap<Id, String>,
+    /// The tool each forwarded call names (its result is read).
+    call_tools: HashMap<Id, String>,
     /// The prompts judged in this session's `prompts/list` answers: only
     /// an allowed one may be got.
     prompts: crate::said::Prompts,
@@ -649,6 +652,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     // Its late answer, if the server sends one, is for no
                     // one: the client may use the id again.
                     self.forwarded.remove(&of);
+                    self.call_tools.remove(&of);
                     self.send_up(&line).await?;
                 }
                 Ok(())
@@ -725,6 +729,7 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
     async fn decide(&mut self, line: Vec<u8>, id: Id, name: String) -> anyhow::Result<()> {
         let judged = self.judged.as_ref().expect("decided on a judged listing");
         if judged.allowed.contains(&name) {
+            self.call_tools.insert(id.clone(), name);
             return self.forward_request(id, "tools/call", &line).await;
         }
         self.opts.metrics.refused();
@@ -831,6 +836,19 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     );
                     return Ok(());
                 };
+                if method == "tools/call" {
+                    let tool = self.call_tools.remove(&id).unwrap_or_default();
+                    return match crate::said::judge_result(
+                        &msg,
+                        &tool,
+                        &self.opts.server,
+                        &self.opts.policy,
+                        &self.opts.metrics,
+                    ) {
+                        Some(judged) => self.send_down(&judged).await,
+                        None => self.send_down(&line).await,
+                    };
+                }
                 let handshake = self.init_ids.iter().position(|i| *i == id);
                 if handshake.is_none() && method != "prompts/list" {
                     return self.send_down(&line).await;
