@@ -174,6 +174,16 @@ impl HistoryStore for AnyStore {
     }
 }
 
+impl crate::GuardLog for AnyStore {
+    fn record_guard_event(&mut self, event: &crate::NewGuardEvent) -> Result<i64, StoreError> {
+        each!(self, s => s.record_guard_event(event))
+    }
+
+    fn guard_events(&self, limit: u32) -> Result<Vec<crate::GuardEvent>, StoreError> {
+        each!(self, s => s.guard_events(limit))
+    }
+}
+
 impl ReviewStore for AnyStore {
     fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
         each!(self, s => s.mark_reviewed(review))

@@ -96,7 +96,7 @@ pub mod model;
 
 /// The store's traits, for calling a backend's methods directly.
 pub mod prelude {
-    pub use crate::{HistoryStore, Leases, Outbox, ReviewStore, Rows, Store};
+    pub use crate::{GuardLog, HistoryStore, Leases, Outbox, ReviewStore, Rows, Store};
 }
 mod pg;
 pub(crate) mod sqlite;
@@ -114,10 +114,10 @@ pub use lease::{Lease, LeaseClaim, LeaseToken};
 pub use listing::inventory_text;
 pub use location::Location;
 pub use model::{
-    AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, NewAlert, NewObservation,
-    NewReview, Normalized, NormalizedTool, NormalizedValue, Observation, ObservationId,
-    ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review, ReviewStatus,
-    Server, ToolEntry, ToolHistoryEntry,
+    AlertCounts, AlertId, Baseline, BaselineEdit, BaselineTool, GuardEvent, NewAlert,
+    NewGuardEvent, NewObservation, NewReview, Normalized, NormalizedTool, NormalizedValue,
+    Observation, ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind,
+    RawTool, Review, ReviewStatus, Server, ToolEntry, ToolHistoryEntry,
 };
 pub use pg::{PostgresLocation, PostgresStore};
 pub use plumbline_base::canonical::{canonicalize, canonicalize_value, CanonicalError};
@@ -130,9 +130,18 @@ pub use sqlite::SqliteStore;
 /// Reads take `&self` and writes `&mut self`. Methods are synchronous; an
 /// async caller runs them on a blocking thread. To call a backend's
 /// methods directly, `use plumbline_store::prelude::*`.
-pub trait Store: HistoryStore + ReviewStore + Outbox + Leases + Rows {}
+pub trait Store: HistoryStore + ReviewStore + Outbox + Leases + Rows + GuardLog {}
 
-impl<T: HistoryStore + ReviewStore + Outbox + Leases + Rows> Store for T {}
+impl<T: HistoryStore + ReviewStore + Outbox + Leases + Rows + GuardLog> Store for T {}
+
+/// What the runtime guard refused or saw, kept beside the observations.
+pub trait GuardLog {
+    /// Keeps one event of a server the store knows; its id.
+    fn record_guard_event(&mut self, event: &NewGuardEvent) -> Result<i64, StoreError>;
+
+    /// The latest `limit` events, newest first.
+    fn guard_events(&self, limit: u32) -> Result<Vec<GuardEvent>, StoreError>;
+}
 
 /// The history: servers, observations with their content, and what is
 /// derived from them (graded summaries, inventories).

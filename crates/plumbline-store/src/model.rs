@@ -270,6 +270,31 @@ pub struct ToolHistoryEntry {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AlertId(pub i64);
 
+/// Something the runtime guard refused or saw (a call with secret
+/// material, a result with text aimed at the model), to keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewGuardEvent {
+    pub server: String,
+    pub at_ms: i64,
+    /// `secret` or `injected_result`.
+    pub kind: String,
+    pub tool: String,
+    /// JSON plumbline writes: what, where, which rules, what was done;
+    /// never a secret.
+    pub detail: String,
+}
+
+/// A kept guard event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuardEvent {
+    pub id: i64,
+    pub server: String,
+    pub at_ms: i64,
+    pub kind: String,
+    pub tool: String,
+    pub detail: String,
+}
+
 /// An alert to enqueue: what the watcher will deliver on `channel`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewAlert {

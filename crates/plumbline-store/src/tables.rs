@@ -124,6 +124,18 @@ pub const TABLES: &[Table] = &[
         key: &["id"],
     },
     Table {
+        name: "guard_events",
+        columns: &[
+            ("id", Int),
+            ("server_id", Int),
+            ("at_ms", Int),
+            ("kind", Plain),
+            ("tool", Text),
+            ("detail", Plain),
+        ],
+        key: &["id"],
+    },
+    Table {
         name: "reviews",
         columns: &[
             ("observation_id", Int),

@@ -19,8 +19,8 @@ fn raw(text: &str) -> RawTool {
 }
 
 /// A history of `n` observations over three servers: releases every
-/// hundred observations, failures, alerts, reviews, an accepted change,
-/// a graded summary and an inventory.
+/// hundred observations, failures, alerts, guard events, reviews, an
+/// accepted change, a graded summary and an inventory.
 fn history(store: &mut AnyStore, n: usize) {
     let servers = ["docs", "shop", "mail"];
     for s in servers {
@@ -65,6 +65,15 @@ fn history(store: &mut AnyStore, n: usize) {
             store
                 .put_inventory(id, &["other".to_owned(), "names".to_owned()])
                 .expect("inventory");
+            store
+                .record_guard_event(&plumbline_store::NewGuardEvent {
+                    server: server.into(),
+                    at_ms: at,
+                    kind: "secret".into(),
+                    tool: "send \u{0}note".into(),
+                    detail: format!(r#"{{"path":"/sidenote","i":{i}}}"#),
+                })
+                .expect("guard event");
         }
     }
     let (server, id) = last_change.expect("a change");

@@ -814,7 +814,44 @@ pub fn a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out(backend: 
     assert_eq!(claimed(&mut store, 60_010, 10), ids[1..]);
 }
 
+/// What the guard refused is kept with its server, newest first, text
+/// a hostile tool name holds included; a server the store does not know
+/// is an error, not a new server.
+pub fn guard_events_are_kept_newest_first(backend: Backend) {
+    let (_fx, mut store) = new_store(backend);
+    for (i, tool) in ["exfiltrate", "na\u{0}me \u{202e}x"].iter().enumerate() {
+        let id = store
+            .record_guard_event(&plumbline_store::NewGuardEvent {
+                server: "docs".into(),
+                at_ms: 1_000 + i as i64,
+                kind: "secret".into(),
+                tool: (*tool).into(),
+                detail: r#"{"path":"/sidenote"}"#.into(),
+            })
+            .expect("recorded");
+        assert!(id > 0);
+    }
+    let events = store.guard_events(10).expect("read");
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[0].tool, "na\u{0}me \u{202e}x");
+    assert_eq!(events[1].at_ms, 1_000);
+    assert_eq!(events[1].detail, r#"{"path":"/sidenote"}"#);
+    assert_eq!(store.guard_events(1).unwrap().len(), 1);
+    let unknown = store.record_guard_event(&plumbline_store::NewGuardEvent {
+        server: "nobody".into(),
+        at_ms: 0,
+        kind: "secret".into(),
+        tool: "t".into(),
+        detail: "{}".into(),
+    });
+    assert!(
+        matches!(unknown, Err(StoreError::UnknownServer { .. })),
+        "{unknown:?}"
+    );
+}
+
 on_each_backend! {
+    guard_events_are_kept_newest_first,
     watchers_share_the_servers_and_a_lost_lease_records_nothing,
     a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out,
     text_a_hostile_server_sends_is_kept_whole,

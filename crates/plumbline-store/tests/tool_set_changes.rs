@@ -77,6 +77,7 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
          DROP TABLE leases; DROP TABLE watchers;
          DROP INDEX observations_authorized;
          ALTER TABLE observations DROP COLUMN authorization_id;
+         DROP TABLE guard_events;
          PRAGMA user_version = 3;",
     )
     .unwrap();

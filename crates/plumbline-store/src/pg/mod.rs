@@ -61,6 +61,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_leases.sql"),
     include_str!("migrations/0003_watcher_expiry.sql"),
     include_str!("migrations/0004_authorization.sql"),
+    include_str!("migrations/0005_guard_events.sql"),
 ];
 
 /// The advisory lock that makes migrating a singleton across every

@@ -512,6 +512,51 @@ impl Session {
             .map_err(err)
     }
 
+    pub(super) fn record_guard_event(
+        &mut self,
+        e: &crate::NewGuardEvent,
+    ) -> Result<i64, StoreError> {
+        let server_id = self.server_id(&e.server)?;
+        let err = self.write_err(&e.server, "a guard event");
+        let row = self
+            .db()
+            .and_then(|mut db| {
+                db.query_one(
+                    "INSERT INTO guard_events (server_id, at_ms, kind, tool, detail)
+                     VALUES ($1, $2, $3, $4, $5) RETURNING id",
+                    &[&server_id, &e.at_ms, &e.kind, &e.tool.as_bytes(), &e.detail],
+                )
+            })
+            .map_err(&err)?;
+        row.try_get(0).map_err(err)
+    }
+
+    pub(super) fn guard_events(
+        &mut self,
+        limit: u32,
+    ) -> Result<Vec<crate::GuardEvent>, StoreError> {
+        let what = "the guard events";
+        let rows = self.rows(
+            what,
+            "SELECT g.id, s.name, g.at_ms, g.kind, g.tool, g.detail
+             FROM guard_events g JOIN servers s ON s.id = g.server_id
+             ORDER BY g.id DESC LIMIT $1",
+            &[&i64::from(limit)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                Ok(crate::GuardEvent {
+                    id: self.get(row, 0, what)?,
+                    server: super::text(&self.label, self.get(row, 1, what)?, what)?,
+                    at_ms: self.get(row, 2, what)?,
+                    kind: self.get(row, 3, what)?,
+                    tool: super::text(&self.label, self.get(row, 4, what)?, what)?,
+                    detail: self.get(row, 5, what)?,
+                })
+            })
+            .collect()
+    }
+
     /// Changes one alert with `sql` (its id is `$1`).
     pub(super) fn update_alert(
         &mut self,

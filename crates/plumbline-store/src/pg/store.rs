@@ -197,6 +197,17 @@ impl HistoryStore for PostgresStore {
     }
 }
 
+impl crate::GuardLog for PostgresStore {
+    fn record_guard_event(&mut self, e: &crate::NewGuardEvent) -> Result<i64, StoreError> {
+        let e = e.clone();
+        self.run(move |s| s.record_guard_event(&e))
+    }
+
+    fn guard_events(&self, limit: u32) -> Result<Vec<crate::GuardEvent>, StoreError> {
+        self.run(move |s| s.guard_events(limit))
+    }
+}
+
 impl ReviewStore for PostgresStore {
     fn mark_reviewed(&mut self, review: &NewReview) -> Result<(), StoreError> {
         let items = vec![(review.clone(), Vec::new())];

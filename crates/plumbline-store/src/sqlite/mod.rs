@@ -60,6 +60,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0009_leases.sql"),
     include_str!("../migrations/0010_watcher_expiry.sql"),
     include_str!("../migrations/0011_authorization.sql"),
+    include_str!("../migrations/0012_guard_events.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -529,6 +530,50 @@ impl HistoryStore for SqliteStore {
             .map_err(|source| self.read_err(&what, source))?;
 
         tool_history(observations, |set| self.tool_state(set, tool, &what))
+    }
+}
+
+impl crate::GuardLog for SqliteStore {
+    fn record_guard_event(&mut self, e: &crate::NewGuardEvent) -> Result<i64, StoreError> {
+        let server_id = self.server_id(&e.server)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO guard_events (server_id, at_ms, kind, tool, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![server_id, e.at_ms, e.kind, e.tool, e.detail])
+            })
+            .map_err(|source| StoreError::Write {
+                path: self.path.clone(),
+                server: e.server.clone(),
+                what: "a guard event",
+                source: Box::new(source),
+            })?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn guard_events(&self, limit: u32) -> Result<Vec<crate::GuardEvent>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT g.id, s.name, g.at_ms, g.kind, g.tool, g.detail
+                 FROM guard_events g JOIN servers s ON s.id = g.server_id
+                 ORDER BY g.id DESC LIMIT ?1",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([i64::from(limit)], |row| {
+                    Ok(crate::GuardEvent {
+                        id: row.get(0)?,
+                        server: row.get(1)?,
+                        at_ms: row.get(2)?,
+                        kind: row.get(3)?,
+                        tool: row.get(4)?,
+                        detail: row.get(5)?,
+                    })
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err("the guard events", source))
     }
 }
 
