@@ -58,6 +58,25 @@ pub enum AlertKind {
     /// What the server publishes about its authorization (OAuth metadata)
     /// changed.
     Authorization,
+    /// The runtime guard refused a call with secret material, or read a
+    /// result holding text aimed at the model (`guard` says which).
+    Guard,
+}
+
+/// What the runtime guard refused or saw, for a guard alert: never a
+/// secret, only its kind and place.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GuardAlert {
+    /// The guard event's id in the history.
+    pub event: i64,
+    /// `secret` or `injected_result`.
+    pub kind: String,
+    pub tool: String,
+    /// For a person: what it was and what was done.
+    pub what: String,
+    /// The event as the history keeps it (the place, the material's kind
+    /// or the rules, the action).
+    pub detail: serde_json::Value,
 }
 
 /// One alert: everything one observation tells one channel. A drift alert
@@ -105,6 +124,9 @@ pub struct Alert {
     /// published it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub authorization: Vec<String>,
+    /// For a guard alert: what the guard refused or saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardAlert>,
 }
 
 /// One changed tool within a drift alert.
@@ -198,6 +220,17 @@ impl Alert {
             taxonomy: Some(taxonomy),
             reached_differently: Vec::new(),
             authorization: Vec::new(),
+            guard: None,
+        }
+    }
+
+    /// The runtime guard refused a call or read an injected result of the
+    /// server; `observation` is the server's latest (an alert is kept with
+    /// one).
+    pub fn guard(server: &str, observation: i64, guard: GuardAlert) -> Alert {
+        Alert {
+            guard: Some(guard),
+            ..Alert::about(AlertKind::Guard, server, observation)
         }
     }
 
@@ -237,6 +270,7 @@ impl Alert {
             taxonomy: None,
             reached_differently: Vec::new(),
             authorization: Vec::new(),
+            guard: None,
         }
     }
 
@@ -288,6 +322,10 @@ impl Alert {
             AlertKind::Authorization => format!(
                 "{server}: what it publishes about its authorization changed: {}",
                 for_terminal(&self.authorization.join("; "), false)
+            ),
+            AlertKind::Guard => format!(
+                "{server}: plumbline guard: {}",
+                for_terminal(self.guard.as_ref().map_or("", |g| g.what.as_str()), false)
             ),
         }
     }

@@ -105,6 +105,54 @@ impl HistoryRecorder {
 }
 
 impl Recorder for HistoryRecorder {
+    fn event(&mut self, e: plumbline_guard::Event) -> Result<String> {
+        let alerts = self.alerts.clone();
+        let store = self.opened()?;
+        if store.server(&e.server)?.is_none() {
+            return Ok(format!(
+                "{}: the event is not recorded: the store has no observation of {0} (run `plumbline observe {0}`)",
+                e.server
+            ));
+        }
+        let new = plumbline_history::NewGuardEvent {
+            server: e.server.clone(),
+            at_ms: e.at_ms,
+            kind: e.kind.to_owned(),
+            tool: e.tool.clone(),
+            detail: serde_json::json!({"what": e.what, "detail": e.detail}).to_string(),
+        };
+        let id = store.record_guard_event(&new)?;
+        let event = plumbline_history::GuardEvent {
+            id,
+            server: new.server,
+            at_ms: new.at_ms,
+            kind: new.kind,
+            tool: new.tool,
+            detail: new.detail,
+        };
+        let queued = match &alerts {
+            Some(config) => {
+                plumbline_watch::alerting::enqueue_guard_event(store, config, &event, &e.what)?
+                    .len()
+            }
+            None => 0,
+        };
+        Ok(format!(
+            "{}: recorded guard event {id} ({} {}){}",
+            e.server,
+            e.kind,
+            e.tool,
+            if queued > 0 {
+                format!(
+                    "; alerts queued for {}",
+                    crate::gate::plural(queued, "channel")
+                )
+            } else {
+                String::new()
+            }
+        ))
+    }
+
     fn record(&mut self, seen: Seen) -> Result<String> {
         if self.open.is_none() {
             self.open = Some(crate::commands::open_store(
@@ -197,6 +245,18 @@ pub(crate) fn wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
             inner: g.command,
         }),
         _ => None,
+    }
+}
+
+impl HistoryRecorder {
+    fn opened(&mut self) -> Result<&mut plumbline_history::History> {
+        if self.open.is_none() {
+            self.open = Some(crate::commands::open_store(
+                self.store.as_deref(),
+                &self.registry,
+            )?);
+        }
+        Ok(self.open.as_mut().expect("opened above"))
     }
 }
 

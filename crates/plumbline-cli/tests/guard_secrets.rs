@@ -389,3 +389,111 @@ fn a_result_with_instructions_for_the_model_is_said_marked_or_blocked() {
     );
     assert!(guard.stop());
 }
+
+/// A refused call and an injected result are kept in the history (the
+/// kind and place, never the key), alert every channel once (a watcher
+/// round sends them) and show on the dashboard's overview.
+#[test]
+fn refused_calls_and_injected_results_are_recorded_alerted_and_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (home, key) = home_with_key(d);
+    let server = test_server().display().to_string();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.liar]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--hostile\", \"liar\"]\n\n\
+             [[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n"
+        ),
+    )
+    .unwrap();
+    // The history knows the server (its first observation).
+    common::plumbline(d, &["observe", "--store", "p.db"]);
+    let mut c = GuardClient::start_with_env(
+        d,
+        &[
+            "--server",
+            "liar",
+            "--store",
+            "p.db",
+            "--new-tools",
+            "allow",
+        ],
+        "guard-secrets-history",
+        &[("HOME", home.to_str().unwrap())],
+    );
+    c.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "agent", "version": "0"}}));
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    c.names(2);
+    let refused = c.request(
+        3,
+        "tools/call",
+        json!({"name": "exfiltrate", "arguments": {"sidenote": key}}),
+    );
+    assert_eq!(
+        refused["error"]["data"]["why"]["kind"], "secret",
+        "{refused}"
+    );
+    let injected = c.request(
+        4,
+        "tools/call",
+        json!({"name": "exfiltrate", "arguments": {"note": "lunch"}}),
+    );
+    assert!(injected["result"].is_object(), "{injected}");
+    assert!(c.close().success());
+    let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+    assert_eq!(log.matches("recorded guard event").count(), 2, "{log}");
+    assert!(log.contains("alerts queued for 1 channel"), "{log}");
+
+    let o = common::plumbline(d, &["watch", "--once", "--store", "p.db"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let sent = String::from_utf8_lossy(&o.stdout);
+    let guard: Vec<Value> = sent
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|a| a["kind"] == "guard")
+        .collect();
+    assert_eq!(
+        guard.len(),
+        2,
+        "one alert per event, though the channel wants only CRITICAL drift: {sent}"
+    );
+    assert!(
+        guard
+            .iter()
+            .any(|a| a["guard"]["kind"] == "secret" && a["guard"]["tool"] == "exfiltrate"),
+        "{sent}"
+    );
+    assert!(
+        guard
+            .iter()
+            .any(|a| a["guard"]["kind"] == "injected_result"),
+        "{sent}"
+    );
+    // A second round sends nothing again.
+    let o = common::plumbline(d, &["watch", "--once", "--store", "p.db"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("\"kind\":\"guard\""));
+
+    // No piece of the key in the alerts or the store's files.
+    let body = key.lines().nth(1).unwrap();
+    assert!(!sent.contains(&body[..24]), "{sent}");
+    for f in ["p.db", "p.db-wal"] {
+        if let Ok(bytes) = std::fs::read(d.join(f)) {
+            assert!(
+                !bytes.windows(24).any(|w| w == &body.as_bytes()[..24]),
+                "{f} holds a piece of the key"
+            );
+        }
+    }
+
+    let dashboard = common::Dashboard::start_on(d, "p.db");
+    let (status, page) = common::http("GET", &dashboard.url).unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("What the guard refused or saw")
+            && page.contains("~/.ssh/id_ed25519")
+            && page.contains("injected_result"),
+        "{page}"
+    );
+    assert!(!page.contains(&body[..24]), "the page shows the key");
+}

@@ -148,6 +148,13 @@ struct App {
 }
 
 impl App {
+    /// An event for the history.
+    fn event(&self, e: crate::Event) {
+        if let Some(r) = self.record.lock().expect("recording").as_ref() {
+            r.send_event(e);
+        }
+    }
+
     /// A message not relayed: said on stderr (a flood is counted, not
     /// printed line by line).
     fn dropped(&self, from: &str, why: &str) {
@@ -550,6 +557,7 @@ async fn judge_post(
                         &app.opts.server,
                         &name,
                         msg.param("arguments"),
+                        &|e| app.event(e),
                     ) {
                         Err((code, message, data)) => Some(json_text(
                             StatusCode::OK,
@@ -1087,6 +1095,7 @@ impl Filter {
                 &app.opts.server,
                 &app.opts.policy,
                 &app.opts.metrics,
+                &|e| app.event(e),
             ) {
                 Some(judged) => Verdict::Replace(judged),
                 None => Verdict::Relay,

@@ -327,33 +327,61 @@ pub(crate) fn not_the_servers_view(server: &str, declared: Option<&serde_json::V
     )
 }
 
-/// Where judged listings are recorded (the history, for the CLI). Runs on
-/// a thread of its own: recording never holds up the session.
+/// What the guard refused or saw in a call, for the history: the server,
+/// the tool, and the kind and place of what was found (never a secret).
+#[derive(Debug, Clone)]
+pub struct Event {
+    pub server: String,
+    pub at_ms: i64,
+    /// `secret` or `injected_result`.
+    pub kind: &'static str,
+    pub tool: String,
+    /// For a person.
+    pub what: String,
+    /// For the record: the finding or the rules, and what was done.
+    pub detail: serde_json::Value,
+}
+
+/// Where judged listings and events are recorded (the history, for the
+/// CLI). Runs on a thread of its own: recording never holds up the
+/// session.
 pub trait Recorder: Send + 'static {
     /// Records one listing; the line returned is logged on stderr.
     fn record(&mut self, seen: Seen) -> anyhow::Result<String>;
+
+    /// Records one event (and queues its alerts); the line returned is
+    /// logged on stderr.
+    fn event(&mut self, event: Event) -> anyhow::Result<String>;
+}
+
+enum Job {
+    Listing(Seen),
+    Event(Event),
 }
 
 /// The recorder on a thread of its own, fed in order; a full queue drops
 /// (and the sender says so) rather than holding up the session.
 pub(crate) struct Recording {
-    pub(crate) queue: std::sync::mpsc::SyncSender<Seen>,
+    queue: std::sync::mpsc::SyncSender<Job>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Recording {
     pub(crate) fn start(mut recorder: Box<dyn Recorder>) -> Recording {
-        let (queue, rx) = std::sync::mpsc::sync_channel::<Seen>(16);
+        let (queue, rx) = std::sync::mpsc::sync_channel::<Job>(16);
         let thread = std::thread::spawn(move || {
-            for seen in rx {
-                let server = seen.server.clone();
-                match recorder.record(seen) {
+            for job in rx {
+                let (server, done) = match job {
+                    Job::Listing(seen) => (seen.server.clone(), recorder.record(seen)),
+                    Job::Event(e) => (e.server.clone(), recorder.event(e)),
+                };
+                match done {
                     Ok(line) => eprintln!(
                         "plumbline guard: {}",
                         plumbline_taxonomy::sanitize::for_terminal(&line, false)
                     ),
                     Err(e) => eprintln!(
-                        "plumbline guard: {}: recording the listing failed: {}",
+                        "plumbline guard: {}: recording failed: {}",
                         plumbline_taxonomy::sanitize::for_terminal(&server, false),
                         plumbline_taxonomy::sanitize::for_terminal(&format!("{e:#}"), false)
                     ),
@@ -363,9 +391,20 @@ impl Recording {
         Recording { queue, thread }
     }
 
+    /// Hands one event over; says on stderr when the recorder is behind.
+    pub(crate) fn send_event(&self, event: Event) {
+        let server = event.server.clone();
+        if self.queue.try_send(Job::Event(event)).is_err() {
+            eprintln!(
+                "plumbline guard: {}: the recorder is behind; an event is not recorded",
+                plumbline_taxonomy::sanitize::for_terminal(&server, false)
+            );
+        }
+    }
+
     /// Hands one listing over; `false` when the recorder is behind.
     pub(crate) fn send(&self, seen: Seen) -> bool {
-        self.queue.try_send(seen).is_ok()
+        self.queue.try_send(Job::Listing(seen)).is_ok()
     }
 
     /// Waits (bounded) until everything handed over is recorded: what was
@@ -423,6 +462,7 @@ impl SecretWatch {
 /// What a call's arguments hold, by the policy: `Err` with the refusal's
 /// message and data (the kind and place, never the value) when it is
 /// refused. Said on stderr either way.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_secrets(
     watch: Option<&SecretWatch>,
     policy: &Policy,
@@ -430,6 +470,7 @@ pub(crate) fn check_secrets(
     server: &str,
     tool: &str,
     arguments: Option<&[u8]>,
+    events: &dyn Fn(Event),
 ) -> Result<(), (i64, String, serde_json::Value)> {
     let Some(watch) = watch else { return Ok(()) };
     let finding = match watch.scan(policy, tool, arguments) {
@@ -455,6 +496,22 @@ pub(crate) fn check_secrets(
         plumbline_taxonomy::sanitize::for_terminal(&finding.describe(), false),
         if block { "block" } else { "warn" }
     );
+    events(Event {
+        server: server.to_owned(),
+        at_ms: stdio::now_ms(),
+        kind: "secret",
+        tool: tool.to_owned(),
+        what: format!(
+            "{} a call to {tool}: its arguments hold {}",
+            if block {
+                "refused"
+            } else {
+                "relayed (--on-secret warn)"
+            },
+            finding.describe()
+        ),
+        detail: serde_json::json!({"finding": finding, "action": if block { "refused" } else { "relayed" }}),
+    });
     if !block {
         return Ok(());
     }

@@ -189,6 +189,7 @@ pub(crate) fn judge_result(
     server: &str,
     policy: &Policy,
     metrics: &crate::Metrics,
+    events: &dyn Fn(crate::Event),
 ) -> Option<Vec<u8>> {
     let injected = read_result(message.member("result")?)?;
     metrics.injected();
@@ -214,6 +215,20 @@ pub(crate) fn judge_result(
             crate::OnInjected::Block => "block: not relayed",
         }
     );
+    let action = match policy.on_injected_result {
+        crate::OnInjected::Warn => "relayed",
+        crate::OnInjected::Mark => "marked",
+        crate::OnInjected::Block => "withheld",
+    };
+    events(crate::Event {
+        server: server.to_owned(),
+        at_ms: crate::stdio::now_ms(),
+        kind: "injected_result",
+        tool: tool.to_owned(),
+        what: format!("{what}; {action}"),
+        detail: serde_json::json!({"rules": injected.rules, "content": injected.items,
+            "structuredContent": injected.structured, "action": action}),
+    });
     match policy.on_injected_result {
         crate::OnInjected::Warn => None,
         crate::OnInjected::Block => Some(

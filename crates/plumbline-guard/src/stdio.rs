@@ -620,6 +620,11 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                     &self.opts.server,
                     &name,
                     msg.param("arguments"),
+                    &|e| {
+                        if let Some(r) = &self.record {
+                            r.send_event(e);
+                        }
+                    },
                 ) {
                     return self.error_to_client(&id, code, &message, Some(data)).await;
                 }
@@ -844,6 +849,11 @@ impl<O: AsyncWrite + Unpin> Relay<O> {
                         &self.opts.server,
                         &self.opts.policy,
                         &self.opts.metrics,
+                        &|e| {
+                            if let Some(r) = &self.record {
+                                r.send_event(e);
+                            }
+                        },
                     ) {
                         Some(judged) => self.send_down(&judged).await,
                         None => self.send_down(&line).await,

@@ -88,6 +88,22 @@ impl History {
         plumbline_store::tables::check(&self.store)
     }
 
+    // The guard's events.
+    /// Keeps what the runtime guard refused or saw (a call with secret
+    /// material, a result with text aimed at the model) of a server the
+    /// history knows; its id.
+    pub fn record_guard_event(
+        &mut self,
+        event: &plumbline_store::NewGuardEvent,
+    ) -> Result<i64, StoreError> {
+        self.store.record_guard_event(event)
+    }
+
+    /// The latest `limit` guard events, newest first.
+    pub fn guard_events(&self, limit: u32) -> Result<Vec<plumbline_store::GuardEvent>, StoreError> {
+        self.store.guard_events(limit)
+    }
+
     // The outbox.
     /// Puts an alert in the outbox, unless one with the same observation,
     /// channel and key is there already (then `None`): re-examining an

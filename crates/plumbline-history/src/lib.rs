@@ -37,10 +37,10 @@ pub use handle::History;
 /// The store's model, as this history's callers build and read it.
 pub use plumbline_store::{
     default_location, digest, project_location, time, AlertCounts, AlertId, Baseline, BaselineEdit,
-    BaselineTool, Digest, Lease, LeaseClaim, LeaseToken, Location, NewAlert, NewObservation,
-    NewReview, NormalizedTool, NormalizedValue, Observation, ObservationId, ObservationSummary,
-    OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review, ReviewStatus, Server, StoreError,
-    ToolHistoryEntry,
+    BaselineTool, Digest, GuardEvent, Lease, LeaseClaim, LeaseToken, Location, NewAlert,
+    NewGuardEvent, NewObservation, NewReview, NormalizedTool, NormalizedValue, Observation,
+    ObservationId, ObservationSummary, OutboxAlert, Outcome, Problem, ProblemKind, RawTool, Review,
+    ReviewStatus, Server, StoreError, ToolHistoryEntry,
 };
 pub use read::{Changes, ToolChange};
 pub use record::{record, regrade, Observed, Recorded};

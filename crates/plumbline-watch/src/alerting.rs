@@ -80,3 +80,47 @@ pub fn enqueue(
     }
     Ok(woken)
 }
+
+/// Queues one alert per channel for a guard event (a refused call, an
+/// injected result): every channel, whatever its `min_severity` (it is
+/// not drift), kept with the server's latest observation under the key
+/// `guard EVENT`, so it is queued once. Returns the channels that got one;
+/// none when the server has no observation to keep it with.
+pub fn enqueue_guard_event(
+    store: &mut History,
+    config: &Config,
+    event: &plumbline_history::GuardEvent,
+    what: &str,
+) -> Result<Vec<String>> {
+    let Some(latest) = store.timeline(&event.server, 1)?.into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let guard = plumbline_alert::GuardAlert {
+        event: event.id,
+        kind: event.kind.clone(),
+        tool: event.tool.clone(),
+        what: what.to_owned(),
+        detail: serde_json::from_str(&event.detail).unwrap_or(serde_json::Value::Null),
+    };
+    let mut alert = Alert::guard(&event.server, latest.id.0, guard);
+    alert.at = Some(plumbline_history::time::utc(event.at_ms));
+    let mut woken = Vec::new();
+    for channel in &config.alerts {
+        let body = match channel.channel {
+            ChannelConfig::Slack { .. } => alert.slack_body(),
+            _ => alert.body(),
+        };
+        let id = store.enqueue_alert(&NewAlert {
+            server: event.server.clone(),
+            observation: latest.id,
+            channel: channel.name.clone(),
+            key: format!("guard {}", event.id),
+            body,
+            created_at_ms: now_ms(),
+        })?;
+        if id.is_some() {
+            woken.push(channel.name.clone());
+        }
+    }
+    Ok(woken)
+}

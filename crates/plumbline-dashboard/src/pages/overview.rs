@@ -1,4 +1,5 @@
-//! The overview: every server, and the alerts the watcher gave up on.
+//! The overview: every server, what the runtime guard refused or saw,
+//! and the alerts the watcher gave up on.
 
 use super::*;
 
@@ -10,11 +11,12 @@ pub(super) async fn overview(
         .get("sort")
         .and_then(|s| Sort::parse(s))
         .unwrap_or(Sort::Drift);
-    let (mut rows, failed_alerts) = state
+    let (mut rows, failed_alerts, guard_events) = state
         .with_store(|store, inner| {
             let rows = changes::overview(store.store(), &inner.grader)?;
             let failed = store.failed_alerts(FAILED_ALERTS_SHOWN)?;
-            Ok((rows, failed))
+            let events = store.guard_events(GUARD_EVENTS_SHOWN)?;
+            Ok((rows, failed, events))
         })
         .await?;
     changes::sort(&mut rows, by);
@@ -129,6 +131,30 @@ pub(super) async fn overview(
                     }
                 }
             }
+            @if !guard_events.is_empty() {
+                section.guard-events {
+                    h2 { "What the guard refused or saw" }
+                    p { "Calls whose arguments held secret material, and tool results holding text aimed at the model, as `plumbline guard` recorded them; the kind and place of what was found, never the secret." }
+                    table {
+                        thead { tr { th { "When" } th { "Server" } th { "Tool" } th { "Kind" } th { "What" } } }
+                        tbody {
+                            @for e in &guard_events {
+                                @let what = serde_json::from_str::<serde_json::Value>(&e.detail)
+                                    .ok()
+                                    .and_then(|d| d.get("what").and_then(|w| w.as_str()).map(str::to_owned))
+                                    .unwrap_or_default();
+                                tr {
+                                    td { (links::when(e.at_ms)) }
+                                    td { a href=(links::server(&e.server)) { (line(&e.server)) } }
+                                    td { (line(&e.tool)) }
+                                    td { (line(&e.kind)) }
+                                    td { (line(&what)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             @if !failed_alerts.is_empty() {
                 section.failed-alerts {
                     h2 { "Alerts not delivered" }
@@ -153,6 +179,9 @@ pub(super) async fn overview(
         },
     ))
 }
+
+/// The most recent guard events the overview lists.
+pub(super) const GUARD_EVENTS_SHOWN: u32 = 50;
 
 /// The most recent failed alerts the overview lists.
 pub(super) const FAILED_ALERTS_SHOWN: u32 = 50;
