@@ -576,7 +576,13 @@ pub fn visit_strings(
             Some(b'"') => {
                 let start = lx.i;
                 lx.string()?;
-                let text = decode_string(&lx.s[start..lx.i]).text;
+                let raw = &lx.s[start + 1..lx.i - 1];
+                // Without an escape the string is its bytes (UTF-8, checked
+                // with the message): read in place, not copied.
+                let text: std::borrow::Cow<'_, str> = match std::str::from_utf8(raw) {
+                    Ok(plain) if memchr::memchr(b'\\', raw).is_none() => plain.into(),
+                    _ => decode_string(&lx.s[start..lx.i]).text.into(),
+                };
                 if each(&pointer(&path), &text, false).is_break() {
                     return Ok(ControlFlow::Break(()));
                 }

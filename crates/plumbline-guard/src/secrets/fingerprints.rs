@@ -189,24 +189,22 @@ impl Fingerprints {
             return None;
         }
         let b = self.base;
+        // What a byte leaving a window weighs once the window has moved on:
+        // base^WINDOW and base^MIN_PIECE, one multiplication each per byte.
+        let (out_w, out_s) = (
+            self.top_window.wrapping_mul(b),
+            self.top_short.wrapping_mul(b),
+        );
         let (mut w, mut s) = (0u64, 0u64);
         for (i, &byte) in text.iter().enumerate() {
             let c = u64::from(byte) + 1;
             w = w.wrapping_mul(b).wrapping_add(c);
             s = s.wrapping_mul(b).wrapping_add(c);
             if i >= WINDOW {
-                w = w.wrapping_sub(
-                    (u64::from(text[i - WINDOW]) + 1)
-                        .wrapping_mul(self.top_window)
-                        .wrapping_mul(b),
-                );
+                w = w.wrapping_sub((u64::from(text[i - WINDOW]) + 1).wrapping_mul(out_w));
             }
             if i >= MIN_PIECE {
-                s = s.wrapping_sub(
-                    (u64::from(text[i - MIN_PIECE]) + 1)
-                        .wrapping_mul(self.top_short)
-                        .wrapping_mul(b),
-                );
+                s = s.wrapping_sub((u64::from(text[i - MIN_PIECE]) + 1).wrapping_mul(out_s));
             }
             if windows && i + 1 >= WINDOW && self.marked(w) {
                 if let Some(&source) = self.windows.get(&w) {
