@@ -336,7 +336,8 @@ pub struct ServeArgs {
 pub struct PinArgs {
     #[command(flatten)]
     pub taxonomy: TaxonomyArg,
-    /// Servers to pin (default: all); with --update, SERVER [TOOL...].
+    /// Servers to pin (default: all); with --update, SERVER [TOOL...]. A
+    /// server already in the lock is re-pinned as `--update SERVER` does.
     #[arg(value_name = "SERVER")]
     pub servers: Vec<String>,
     /// The lock file.
@@ -357,11 +358,12 @@ pub struct PinArgs {
     /// With --update: pin even what --max-severity refuses.
     #[arg(long, requires = "update")]
     pub force: bool,
-    /// With --update: accept changes graded HIGH or CRITICAL up to this
-    /// severity. Without it such a change is pinned only after a yes at
-    /// the terminal's prompt, and refused where there is none (a script,
-    /// an agent's shell).
-    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity(), requires = "update")]
+    /// Accept changes graded HIGH or CRITICAL up to this severity, when
+    /// re-pinning a server the lock holds (with or without --update).
+    /// Without it such a change is pinned only after a yes at the
+    /// terminal's prompt, and refused where there is none (a script, an
+    /// agent's shell).
+    #[arg(long, value_name = "SEVERITY", value_parser = parse_severity())]
     pub accept_severity: Option<Severity>,
     /// human, or json: one document {"lock", "taxonomy", "wrote",
     /// "events": [{"server", "tool", "outcome", "severity"}]}.

@@ -937,19 +937,37 @@ fn a_high_or_critical_change_is_pinned_only_when_its_severity_is_accepted() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let lock = std::fs::read(d.join("plumbline.lock")).unwrap();
     let next = saved(d, "next", &[ADD_RUG_PULL, ECHO]);
-    for extra in [
-        &[][..],
-        &["--accept-severity", "high"],
-        &["--max-severity", "low", "--force"],
+    // A plain `pin` (every server, or the server by name) of a server the
+    // lock holds is no way around the rule either.
+    for args in [
+        &["pin", "--update", "shop", "add", "--tools", &next][..],
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--tools",
+            &next,
+            "--accept-severity",
+            "high",
+        ],
+        &[
+            "pin",
+            "--update",
+            "shop",
+            "add",
+            "--tools",
+            &next,
+            "--max-severity",
+            "low",
+            "--force",
+        ],
+        &["pin", "--tools", &next],
+        &["pin", "shop", "--tools", &next],
+        &["pin", "--tools", &next, "--accept-severity", "high"],
     ] {
-        let o = plumbline(
-            d,
-            &[
-                &["pin", "--update", "shop", "add", "--tools", &next][..],
-                extra,
-            ]
-            .concat(),
-        );
+        let extra = &args[2..];
+        let o = plumbline(d, args);
         assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", text(&o));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(

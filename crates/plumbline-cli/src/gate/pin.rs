@@ -65,7 +65,10 @@ pub fn pin(args: &PinArgs) -> Result<Outcome> {
         if unreadable > 0 {
             outcome = outcome.and(Outcome::InputError);
         }
-        if !args.update {
+        // A server the lock already holds is re-pinned change by change,
+        // under the same rule as `--update SERVER`: a plain `pin` must
+        // not be a way around --accept-severity.
+        if !args.update && !lock.servers.contains_key(&c.server) {
             say.say(
                 &mut out,
                 format!(
