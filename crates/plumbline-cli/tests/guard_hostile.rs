@@ -283,6 +283,23 @@ fn calls_the_guard_cannot_read_never_reach_the_server() {
     assert!(log.contains("messages dropped"), "{log}");
 }
 
+/// Opens a session with the liar through the HTTP guard at `url`: its
+/// listing (the session is `liar-session`).
+fn liar_over_http(url: &str) -> String {
+    let (status, _) = post(
+        url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+    );
+    assert_eq!(status, 200);
+    post(
+        url,
+        Some("liar-session"),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    )
+    .1
+}
+
 /// One POST to the HTTP guard; status and body.
 fn post(url: &str, session: Option<&str>, body: &str) -> (u16, String) {
     let authority = url.trim_start_matches("http://").split('/').next().unwrap();
@@ -300,18 +317,8 @@ fn over_http_calls_the_guard_cannot_read_never_reach_the_server() {
     let d = dir.path();
     let upstream = common::HttpServerLogged::start(d, &["--hostile", "liar"]);
     let mut guard = HttpGuard::start(d, &["--upstream", &upstream.url, "--no-record"]);
-    let (status, _) = post(
-        &guard.url,
-        None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
-    );
-    assert_eq!(status, 200);
+    let listing = liar_over_http(&guard.url);
     let session = Some("liar-session");
-    let (_, listing) = post(
-        &guard.url,
-        session,
-        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
-    );
     assert!(
         listing.contains("\"echo\"") && !listing.contains("exfiltrate"),
         "{listing}"
@@ -549,5 +556,84 @@ fn instructions_and_prompts_are_pinned_and_a_rug_pull_in_them_is_withheld() {
         r#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"summarize"}}"#,
     );
     assert!(got.contains("withheld the prompt"), "{got}");
+    assert!(guard.stop());
+}
+
+/// Issue 38, item 11 (and 37, item 3): an answer that comes on the GET
+/// stream because the request's own event stream ended without it (a
+/// resumed stream) is judged as its own stream would have judged it: a
+/// call's result carrying instructions for the model is blocked there
+/// too, not relayed unread.
+#[test]
+fn an_answer_resumed_on_the_get_stream_is_judged_like_any_other() {
+    use std::io::{BufRead as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let upstream = HttpServer::start_with(
+        &["--hostile", "liar"],
+        std::process::Stdio::null(),
+        &[("PLUMBLINE_TEST_ORPHAN", "1")],
+    );
+    let mut guard = HttpGuard::start(
+        d,
+        &[
+            "--upstream",
+            &upstream.url,
+            "--no-record",
+            "--new-tools",
+            "allow",
+            "--on-injected-result",
+            "block",
+        ],
+    );
+    let listing = liar_over_http(&guard.url);
+    let session = Some("liar-session");
+    assert!(listing.contains("exfiltrate"), "{listing}");
+    // The GET stream, read line by line on a thread of its own.
+    let authority = guard.authority();
+    let mut get = std::net::TcpStream::connect(&authority).unwrap();
+    write!(
+        get,
+        "GET /mcp HTTP/1.1\r\nHost: {authority}\r\nMcp-Session-Id: liar-session\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let (lines, seen) = std::sync::mpsc::channel::<String>();
+    let reader = std::io::BufReader::new(get.try_clone().unwrap());
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Give the GET stream a moment to be relayed before the call.
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, empty) = post(
+        &guard.url,
+        session,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"exfiltrate","arguments":{"note":"lunch"}}}"#,
+    );
+    assert_eq!(status, 200, "{empty}");
+    assert!(!empty.contains("\"result\""), "{empty}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut answer = None;
+    while answer.is_none() && Instant::now() < deadline {
+        if let Ok(line) = seen.recv_timeout(Duration::from_millis(200)) {
+            if let Some(data) = line.strip_prefix("data: ") {
+                if data.contains("\"id\":3") {
+                    answer = Some(data.to_owned());
+                }
+            }
+        }
+    }
+    let _ = get.shutdown(std::net::Shutdown::Both);
+    let answer = answer.expect("the answer to the call on the GET stream");
+    assert!(
+        !answer.contains("<IMPORTANT>") && !answer.contains("ran exfiltrate"),
+        "the result was relayed unjudged: {answer}"
+    );
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    assert!(v["error"]["code"].as_i64().is_some(), "{answer}");
     assert!(guard.stop());
 }

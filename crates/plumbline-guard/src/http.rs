@@ -116,8 +116,11 @@ struct Session {
     /// Stderr was told this session's listings are not recorded.
     told_unrecorded: bool,
     /// Forwarded requests whose POST stream ended before their answer:
-    /// only these may be answered on the GET stream (a resumed stream).
-    orphaned: std::collections::HashSet<Id>,
+    /// only these may be answered on the GET stream (a resumed stream),
+    /// and their answers are judged as their own stream would have
+    /// judged them (a result read for injected text, a prompts page or a
+    /// handshake's instructions against the baseline).
+    orphaned: HashMap<Id, Orphan>,
     /// Ids of the server's requests relayed to the client, not yet
     /// answered.
     server_asked: std::collections::HashSet<Id>,
@@ -416,7 +419,16 @@ struct Asked {
     tool: Option<String>,
 }
 
+/// What a request whose POST stream ended unanswered asked, for judging
+/// its answer when it comes on the GET stream.
+struct Orphan {
+    handshake: Option<Handshake>,
+    asked: Option<String>,
+    tool: Option<String>,
+}
+
 /// A client's handshake request, read as its reply passes.
+#[derive(Clone)]
 struct Handshake {
     /// The client's `_meta` (2026-07-28).
     meta: Option<Value>,
@@ -1021,6 +1033,13 @@ struct Filter {
 impl Filter {
     /// Judges one message of the server's.
     fn message(&mut self, data: &[u8]) -> Verdict {
+        if self.get {
+            // A GET stream carries answers to many requests: each is
+            // judged for what its own request asked (set below).
+            self.handshake = None;
+            self.asked = None;
+            self.tool = None;
+        }
         let msg = match Message::read(data) {
             Ok(m) => m,
             Err(r) => return Verdict::Unreadable(r.why()),
@@ -1033,14 +1052,24 @@ impl Filter {
                 // its own request, once. Never an answer to a request the
                 // guard answered itself.
                 let ours = if self.get {
-                    let orphaned = self
+                    let orphan = self
                         .app
                         .sessions
                         .lock()
                         .expect("sessions")
                         .get_mut(&self.session)
-                        .is_some_and(|s| s.orphaned.remove(&id));
-                    orphaned && take_forwarded(&self.app, &self.session, &id)
+                        .and_then(|s| s.orphaned.remove(&id));
+                    match orphan {
+                        Some(o) if take_forwarded(&self.app, &self.session, &id) => {
+                            // Judged as the request's own stream would
+                            // have judged it.
+                            self.handshake = o.handshake;
+                            self.asked = o.asked;
+                            self.tool = o.tool;
+                            true
+                        }
+                        _ => false,
+                    }
                 } else {
                     self.expect.as_ref() == Some(&id)
                         && !self.answered
@@ -1245,7 +1274,14 @@ impl Drop for Filter {
             .get_mut(&self.registered)
         {
             // The answer may still come on the GET stream, resumed.
-            s.orphaned.insert(id.clone());
+            s.orphaned.insert(
+                id.clone(),
+                Orphan {
+                    handshake: self.handshake.take(),
+                    asked: self.asked.take(),
+                    tool: self.tool.take(),
+                },
+            );
         }
     }
 }

@@ -15,7 +15,11 @@
 //!   a call of `exfiltrate` is answered with a second text item carrying
 //!   instructions for the model and a zero-width space;
 //! - every message it receives is logged on stderr as `liar got: …`, so a
-//!   test can tell what reached it.
+//!   test can tell what reached it;
+//! - with `PLUMBLINE_TEST_ORPHAN=1`, over HTTP, a `tools/call` gets an
+//!   event stream that ends with no answer, and its answer comes 0.3 s
+//!   later on the GET stream (as a server resuming a broken stream may
+//!   send it), so a test can tell that such an answer is judged too.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -195,6 +199,21 @@ async fn handle_post(State(state): State<Arc<Http>>, body: Bytes) -> Response {
         return StatusCode::ACCEPTED.into_response();
     }
     let initialize = body.windows(12).any(|w| w == b"\"initialize\"");
+    let call = body.windows(12).any(|w| w == b"\"tools/call\"");
+    if call && std::env::var("PLUMBLINE_TEST_ORPHAN").as_deref() == Ok("1") {
+        let get = state.get.clone();
+        let answer = event(&real[0]);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let _ = get.send(answer);
+        });
+        let mut response = Response::new(Body::empty());
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        return response;
+    }
     let mut text = String::new();
     if !forged.is_empty() {
         // First on the GET stream, where a client waiting for its own
