@@ -226,12 +226,24 @@ impl Recorder for HistoryRecorder {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Wrapped {
     pub server: Option<String>,
-    /// The server's command and arguments (never empty).
+    /// The server's command and arguments; empty when the guard starts the
+    /// server `plumbline.toml` configures under `server` (or relays to an
+    /// `--upstream`): the entry then holds no server of its own.
     pub inner: Vec<String>,
 }
 
+/// Whether `command args` runs `plumbline guard`, directly or through
+/// `env` (`env [-i] [NAME=VALUE]... plumbline guard ...`).
 pub(crate) fn wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
     let program = Path::new(command).file_name()?.to_str()?;
+    if program == "env" {
+        let mut rest = args
+            .iter()
+            .skip_while(|a| a.starts_with('-') || (a.contains('=') && !a.starts_with('=')));
+        let inner = rest.next()?;
+        let rest: Vec<String> = rest.cloned().collect();
+        return wrapped(inner, &rest);
+    }
     if !program.starts_with("plumbline") || args.first().map(String::as_str) != Some("guard") {
         return None;
     }
@@ -240,7 +252,7 @@ pub(crate) fn wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
     )
     .ok()?;
     match parsed.command {
-        crate::cli::Command::Guard(g) if !g.command.is_empty() => Some(Wrapped {
+        crate::cli::Command::Guard(g) => Some(Wrapped {
             server: g.server,
             inner: g.command,
         }),

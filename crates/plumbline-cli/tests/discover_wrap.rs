@@ -318,19 +318,7 @@ fn wrapped_entries_keep_discovers_names_import_their_server_and_start_in_every_c
         &vscode,
         serde_json::json!({"servers": {"shop": {"type": "stdio", "command": server, "args": ["--stdio", "--phases", d.join("other.json")]}}}),
     );
-    let discover = |extra: &[&str]| {
-        let mut a = vec![
-            "discover",
-            "--home",
-            home.to_str().unwrap(),
-            "--project",
-            project.to_str().unwrap(),
-        ];
-        a.extend_from_slice(extra);
-        let o = plumbline(&project, &a);
-        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", text(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let discover = |extra: &[&str]| discover_in(&home, &project, extra);
     discover(&["--write", "plumbline.toml"]);
     let o = plumbline(&project, &["pin"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -364,11 +352,23 @@ fn wrapped_entries_keep_discovers_names_import_their_server_and_start_in_every_c
         "shop"
     );
 
-    // Wrapping again leaves them; importing them imports the servers.
+    // Wrapping again leaves them, byte for byte; importing them imports
+    // the servers.
+    let before = (
+        std::fs::read(&cursor).unwrap(),
+        std::fs::read(&vscode).unwrap(),
+    );
     let again = discover(&["--wrap"]);
     assert!(
         again.contains("shop already runs under plumbline guard"),
         "{again}"
+    );
+    assert_eq!(
+        (
+            std::fs::read(&cursor).unwrap(),
+            std::fs::read(&vscode).unwrap()
+        ),
+        before
     );
     std::fs::remove_file(project.join("plumbline.toml")).unwrap();
     let imported = discover(&["--write", "plumbline.toml"]);
@@ -445,4 +445,56 @@ fn wrapped_entries_keep_discovers_names_import_their_server_and_start_in_every_c
         "the TypeScript SDK: {}",
         text(&o)
     );
+}
+
+/// `plumbline discover --home HOME --project PROJECT EXTRA...` run in the
+/// project, which must succeed: its standard output.
+fn discover_in(home: &Path, project: &Path, extra: &[&str]) -> String {
+    let mut a = vec![
+        "discover",
+        "--home",
+        home.to_str().unwrap(),
+        "--project",
+        project.to_str().unwrap(),
+    ];
+    a.extend_from_slice(extra);
+    let o = plumbline(project, &a);
+    assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Issue 38, hole 7, the other forms of a guard: an entry running
+/// `plumbline guard --server NAME` with no command of its own (the guard
+/// starts the server plumbline.toml configures) is not imported as a
+/// server, and one started through `env` imports the server inside it;
+/// `--wrap` leaves both as they are.
+#[test]
+fn a_guard_of_a_configured_server_is_not_imported_and_env_launchers_are_seen_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (home, project) = (d.join("home"), d.join("project"));
+    std::fs::create_dir_all(&project).unwrap();
+    let cursor = home.join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    let file = serde_json::json!({"mcpServers": {
+        "guarded": {"command": "/usr/local/bin/plumbline", "args": ["guard", "--server", "shop"]},
+        "viaenv": {"command": "env", "args": ["LANG=C", "plumbline", "guard", "--server", "viaenv", "--", "npx", "-y", "some-mcp-server"]},
+    }});
+    std::fs::write(&cursor, serde_json::to_string_pretty(&file).unwrap()).unwrap();
+    let discover = |extra: &[&str]| discover_in(&home, &project, extra);
+    let out = discover(&["--write", "plumbline.toml"]);
+    let config = std::fs::read_to_string(project.join("plumbline.toml")).unwrap();
+    assert!(!config.contains("guard"), "{out}\n{config}");
+    assert!(!config.contains("[servers.guarded]"), "{config}");
+    assert!(
+        config.contains("[servers.viaenv]") && config.contains("some-mcp-server"),
+        "{config}"
+    );
+    assert!(
+        out.contains("runs plumbline guard for the server \"shop\""),
+        "{out}"
+    );
+    let before = std::fs::read(&cursor).unwrap();
+    discover(&["--wrap"]);
+    assert_eq!(std::fs::read(&cursor).unwrap(), before);
 }

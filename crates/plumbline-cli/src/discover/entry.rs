@@ -138,6 +138,17 @@ pub(super) fn parse_entry(
             // observe, pin and check would see the guard's filtered listing
             // and a rug pull it withholds would pass the gate.
             let (command, args) = match crate::guard::wrapped(&command, &args) {
+                // The guard of a server Plumbline's own configuration
+                // holds: the entry names no server to import.
+                Some(w) if w.inner.is_empty() => {
+                    return Err(format!(
+                        "runs plumbline guard for {}, which plumbline.toml configures; the entry holds no server of its own to import",
+                        w.server.as_deref().map_or_else(
+                            || "an upstream URL".to_owned(),
+                            |s| format!("the server {s:?}")
+                        )
+                    ));
+                }
                 Some(w) => {
                     notes.push(
                         "runs under plumbline guard in the client; the server inside it is imported"

@@ -486,6 +486,20 @@ fn undo_entries(text: &str, jsonc: bool, layout: Layout) -> Result<String> {
             else {
                 continue;
             };
+            // A guard of a configured server holds no command of its own
+            // to put back; nor does one started through `env`, whose
+            // command is not the guard's.
+            let Some(program) = items.iter().position(|n| {
+                serde_json::from_str::<String>(&text[n.start..n.end])
+                    .ok()
+                    .as_deref()
+                    == Some("guard")
+            }) else {
+                continue;
+            };
+            if w.inner.is_empty() || program != 0 || items.len() < w.inner.len() {
+                continue;
+            }
             // The server's command and arguments are the last items, in
             // either form the guard accepts (with or without `--`).
             let t = |n: &Node| &text[n.start..n.end];
