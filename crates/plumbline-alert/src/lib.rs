@@ -127,6 +127,31 @@ pub struct Alert {
     /// For a guard alert: what the guard refused or saw.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guard: Option<GuardAlert>,
+    /// For a drift alert with tools to accept: how a person releases them
+    /// after review where the lock file is the baseline (the dashboard's
+    /// accept, where the store is). Names are quoted for a POSIX shell:
+    /// a tool's name is the server's to choose. Never sent to the model
+    /// (the guard tells it only that a person must review).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+}
+
+/// The command that accepts `tools` of `server` into the lock after
+/// review: `plumbline pin --update SERVER TOOL... [--accept-severity L]`.
+pub fn review_command(server: &str, tools: &[&str], worst: Severity) -> String {
+    use plumbline_base::sanitize::shell_word;
+    let mut command = format!("plumbline pin --update {}", shell_word(server));
+    for t in tools {
+        command.push(' ');
+        command.push_str(&shell_word(t));
+    }
+    if worst >= Severity::High {
+        command.push_str(&format!(
+            " --accept-severity {}",
+            worst.to_string().to_lowercase()
+        ));
+    }
+    command
 }
 
 /// One changed tool within a drift alert.
@@ -207,10 +232,25 @@ impl Alert {
                 .cmp(&a.severity)
                 .then_with(|| a.tool.cmp(&b.tool))
         });
+        let worst = tools.first().map_or(Severity::None, |t| t.severity);
+        // Removed tools have nothing to accept; the others are released
+        // together, under the worst grade among them.
+        let to_accept: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.change != "removed")
+            .map(|t| t.tool.as_str())
+            .collect();
+        let review = (!to_accept.is_empty()).then(|| {
+            format!(
+                "review the change, then accept it on the dashboard or run: {}",
+                review_command(server, &to_accept, worst)
+            )
+        });
         Alert {
             kind: AlertKind::Drift,
             server: server.to_owned(),
-            severity: Some(tools.first().map_or(Severity::None, |t| t.severity)),
+            review,
+            severity: Some(worst),
             at: None,
             previous_observation: None,
             tools,
@@ -271,6 +311,7 @@ impl Alert {
             reached_differently: Vec::new(),
             authorization: Vec::new(),
             guard: None,
+            review: None,
         }
     }
 
@@ -359,6 +400,9 @@ impl Alert {
         }
         if let Some(error) = &self.error {
             blocks.push(json!({"type": "section", "text": plain(clip(&for_terminal(error, false), SLACK_SECTION))}));
+        }
+        if let Some(review) = &self.review {
+            blocks.push(json!({"type": "context", "elements": [plain(clip(&for_terminal(review, false), SLACK_SECTION))]}));
         }
         if let Some(link) = &self.link {
             blocks.push(json!({"type": "section", "text": {
@@ -673,5 +717,26 @@ mod tests {
         for block in v["blocks"].as_array().unwrap() {
             assert_eq!(block["text"]["type"], "plain_text", "{block}");
         }
+    }
+
+    /// Issue 38, hole 4: the command that releases a change goes to the
+    /// people an alert reaches, with every name quoted for a shell (a
+    /// tool's name is the server's to choose).
+    #[test]
+    fn a_drift_alert_says_how_to_release_the_change_with_names_quoted() {
+        use plumbline_base::sanitize::shell_word;
+        assert_eq!(shell_word("get_weather"), "get_weather");
+        assert_eq!(shell_word("x; rm -rf ~"), "'x; rm -rf ~'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("-rf"), "'-rf'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            review_command("shop", &["add", "$(id)"], Severity::Critical),
+            "plumbline pin --update shop add '$(id)' --accept-severity critical"
+        );
+        assert_eq!(
+            review_command("shop", &["add"], Severity::Medium),
+            "plumbline pin --update shop add"
+        );
     }
 }

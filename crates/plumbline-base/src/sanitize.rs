@@ -94,6 +94,22 @@ pub fn excerpt(bytes: &[u8], max: usize) -> String {
     out
 }
 
+/// `word` as one POSIX shell word: as it is when it holds only characters
+/// no shell treats specially, else in single quotes (a quote inside
+/// written `'\''`).
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word.bytes().all(|b| {
+            b.is_ascii_alphanumeric()
+                || matches!(b, b'_' | b'-' | b'.' | b'/' | b':' | b'@' | b'+' | b',')
+        });
+    if plain && !word.starts_with('-') {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

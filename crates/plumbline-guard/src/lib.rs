@@ -280,10 +280,12 @@ impl Baseline for LockBaseline {
         } else {
             String::new()
         };
+        use plumbline_base::sanitize::shell_word;
         format!(
-            "review it, then run `plumbline pin --update {} {tool}{accept} --lock {}`",
-            self.server,
-            self.path.display()
+            "review it, then run `plumbline pin --update {} {}{accept} --lock {}`",
+            shell_word(&self.server),
+            shell_word(tool),
+            shell_word(&self.path.display().to_string())
         )
     }
 }
