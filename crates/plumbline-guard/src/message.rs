@@ -428,6 +428,51 @@ pub struct Decoded {
     pub lone_surrogate: bool,
 }
 
+/// The escape at `inner[*i]` (a backslash), moving `*i` past it: its
+/// character, and whether it was a lone surrogate (read as U+FFFD). `None`
+/// when the text ends inside it.
+fn escape(inner: &[u8], i: &mut usize) -> Option<(char, bool)> {
+    let hex = |s: &[u8]| -> Option<u16> {
+        let s = std::str::from_utf8(s.get(..4)?).ok()?;
+        u16::from_str_radix(s, 16).ok()
+    };
+    let e = *inner.get(*i + 1)?;
+    *i += 2;
+    Some(match e {
+        b'"' => ('"', false),
+        b'\\' => ('\\', false),
+        b'/' => ('/', false),
+        b'b' => ('\u{8}', false),
+        b'f' => ('\u{c}', false),
+        b'n' => ('\n', false),
+        b'r' => ('\r', false),
+        b't' => ('\t', false),
+        b'u' => {
+            let u = hex(&inner[*i..])?;
+            *i += 4;
+            if (0xd800..0xdc00).contains(&u) {
+                let low = (inner.get(*i..*i + 2) == Some(b"\\u"))
+                    .then(|| hex(&inner[*i + 2..]))
+                    .flatten()
+                    .filter(|l| (0xdc00..0xe000).contains(l));
+                match low {
+                    Some(l) => {
+                        *i += 6;
+                        let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(l) - 0xdc00);
+                        (char::from_u32(c).unwrap_or('\u{fffd}'), false)
+                    }
+                    None => ('\u{fffd}', true),
+                }
+            } else if (0xdc00..0xe000).contains(&u) {
+                ('\u{fffd}', true)
+            } else {
+                (char::from_u32(u32::from(u)).unwrap_or('\u{fffd}'), false)
+            }
+        }
+        _ => ('\u{fffd}', false),
+    })
+}
+
 /// Decodes the JSON string `raw` (quotes included; already checked by the
 /// lexer).
 pub fn decode_string(raw: &[u8]) -> Decoded {
@@ -435,10 +480,6 @@ pub fn decode_string(raw: &[u8]) -> Decoded {
     let mut text = String::with_capacity(inner.len());
     let mut lone = false;
     let mut i = 0;
-    let hex = |s: &[u8]| -> Option<u16> {
-        let s = std::str::from_utf8(s.get(..4)?).ok()?;
-        u16::from_str_radix(s, 16).ok()
-    };
     while i < inner.len() {
         let b = inner[i];
         if b != b'\\' {
@@ -451,46 +492,10 @@ pub fn decode_string(raw: &[u8]) -> Decoded {
             i = end;
             continue;
         }
-        let Some(&e) = inner.get(i + 1) else { break };
-        i += 2;
-        let c = match e {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let Some(u) = hex(&inner[i..]) else { break };
-                i += 4;
-                if (0xd800..0xdc00).contains(&u) {
-                    let low = (inner.get(i..i + 2) == Some(b"\\u"))
-                        .then(|| hex(&inner[i + 2..]))
-                        .flatten()
-                        .filter(|l| (0xdc00..0xe000).contains(l));
-                    match low {
-                        Some(l) => {
-                            i += 6;
-                            let c =
-                                0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(l) - 0xdc00);
-                            char::from_u32(c).unwrap_or('\u{fffd}')
-                        }
-                        None => {
-                            lone = true;
-                            '\u{fffd}'
-                        }
-                    }
-                } else if (0xdc00..0xe000).contains(&u) {
-                    lone = true;
-                    '\u{fffd}'
-                } else {
-                    char::from_u32(u32::from(u)).unwrap_or('\u{fffd}')
-                }
-            }
-            _ => '\u{fffd}',
+        let Some((c, lone_here)) = escape(inner, &mut i) else {
+            break;
         };
+        lone |= lone_here;
         text.push(c);
     }
     Decoded {
@@ -499,15 +504,113 @@ pub fn decode_string(raw: &[u8]) -> Decoded {
     }
 }
 
+/// The members of the JSON object `raw` (its keys decoded, each value's
+/// span in `raw`), read in the lenient grammar.
+pub fn members_of(raw: &[u8]) -> Result<Vec<(String, std::ops::Range<usize>)>, String> {
+    let mut lx = Lexer { s: raw, i: 0 };
+    lx.ws();
+    let members = lx.members(|_, lx| lx.value())?;
+    Ok(members
+        .into_iter()
+        .map(|(k, span)| (k, span.start..span.end))
+        .collect())
+}
+
+/// Decodes the JSON string `literal` (quotes included, read already) a
+/// window at a time: `each` gets consecutive pieces of the text, each at
+/// most about `window` bytes and, where the text allows, ending after a
+/// sentence (`.`, `!`, `?`, a line end), so that a reader of sentences
+/// sees each whole; it stops when `each` breaks. At most one window of the
+/// text is held at once, whatever its length. A lone surrogate is read as
+/// U+FFFD, as [`decode_string`] reads it.
+pub fn decode_windows(
+    literal: &[u8],
+    window: usize,
+    each: &mut dyn FnMut(&str) -> std::ops::ControlFlow<()>,
+) -> std::ops::ControlFlow<()> {
+    use std::ops::ControlFlow;
+    let window = window.max(64);
+    let inner = &literal[1.min(literal.len())..literal.len().saturating_sub(1).max(1)];
+    let mut buf = String::with_capacity(window.min(inner.len()) + 8);
+    // Hands over the sentences of `buf` once it holds a window, keeping
+    // the sentence it ends in.
+    let mut flush = |buf: &mut String, last: bool| -> ControlFlow<()> {
+        if buf.is_empty() || (!last && buf.len() < window) {
+            return ControlFlow::Continue(());
+        }
+        let cut = if last {
+            buf.len()
+        } else {
+            buf.as_bytes()
+                .iter()
+                .rposition(|b| matches!(b, b'.' | b'!' | b'?' | b'\n'))
+                .map(|p| p + 1)
+                .filter(|&p| p >= window / 4)
+                .unwrap_or(buf.len())
+        };
+        let flow = each(&buf[..cut]);
+        buf.drain(..cut);
+        flow
+    };
+    let mut i = 0;
+    while i < inner.len() {
+        if inner[i] != b'\\' {
+            // A run without escapes, up to the room the window has left
+            // (at a character's start: the text is UTF-8, checked).
+            let run_end = memchr::memchr(b'\\', &inner[i..]).map_or(inner.len(), |p| i + p);
+            let mut end = run_end.min(i + (window - buf.len().min(window)).max(4));
+            while end < run_end && (inner[end] & 0xC0) == 0x80 {
+                end += 1;
+            }
+            buf.push_str(std::str::from_utf8(&inner[i..end]).unwrap_or("\u{fffd}"));
+            i = end;
+        } else {
+            let Some((c, _)) = escape(inner, &mut i) else {
+                break;
+            };
+            buf.push(c);
+        }
+        if flush(&mut buf, false).is_break() {
+            return ControlFlow::Break(());
+        }
+    }
+    flush(&mut buf, true)
+}
+
 /// Calls `each` with every string of the JSON value `raw` (object keys
 /// too), decoded (a lone surrogate as U+FFFD), where it is as a JSON
 /// pointer (`/files/0/content`; for a key, the object holding it, so the
 /// place never spells the key), and whether it is a key; stops when
 /// `each` breaks. Read without recursion, in the lenient grammar, like a
-/// message.
+/// message. A string without escapes is given in place, not copied.
 pub fn visit_strings(
     raw: &[u8],
     each: &mut dyn FnMut(&str, &str, bool) -> std::ops::ControlFlow<()>,
+) -> Result<std::ops::ControlFlow<()>, String> {
+    visit_literals(raw, &mut |path, span, key| {
+        let literal = &raw[span];
+        let inner = &literal[1..literal.len() - 1];
+        // Without an escape the string is its bytes (UTF-8, checked with
+        // the message): read in place, not copied.
+        let text: std::borrow::Cow<'_, str> = match std::str::from_utf8(inner) {
+            Ok(plain) if memchr::memchr(b'\\', inner).is_none() => plain.into(),
+            _ => decode_string(literal).text.into(),
+        };
+        each(path, &text, key)
+    })
+}
+
+/// What [`visit_literals`] calls: a string's place, its literal's span,
+/// whether it is a key.
+pub type LiteralVisitor<'a> =
+    dyn FnMut(&str, std::ops::Range<usize>, bool) -> std::ops::ControlFlow<()> + 'a;
+
+/// [`visit_strings`], giving each string as the span of its literal in
+/// `raw` (quotes included), undecoded: for a reader that decodes a long
+/// string a window at a time ([`decode_windows`]) or rewrites it in place.
+pub fn visit_literals(
+    raw: &[u8],
+    each: &mut LiteralVisitor<'_>,
 ) -> Result<std::ops::ControlFlow<()>, String> {
     use std::ops::ControlFlow;
     enum Frame {
@@ -531,12 +634,13 @@ pub fn visit_strings(
         lx: &mut Lexer<'_>,
         path: &mut Vec<String>,
         push: bool,
-        each: &mut dyn FnMut(&str, &str, bool) -> ControlFlow<()>,
+        each: &mut LiteralVisitor<'_>,
     ) -> Result<ControlFlow<()>, String> {
         lx.ws();
         let start = lx.i;
         lx.string()?;
-        let k = decode_string(&lx.s[start..lx.i]).text;
+        let span = start..lx.i;
+        let k = decode_string(&lx.s[span.clone()]).text;
         lx.expect(b':')?;
         if push {
             path.push(k);
@@ -544,7 +648,7 @@ pub fn visit_strings(
             *last = k;
         }
         let at = pointer(&path[..path.len() - 1]);
-        Ok(each(&at, path.last().map_or("", String::as_str), true))
+        Ok(each(&at, span, true))
     }
     'value: loop {
         lx.ws();
@@ -576,14 +680,7 @@ pub fn visit_strings(
             Some(b'"') => {
                 let start = lx.i;
                 lx.string()?;
-                let raw = &lx.s[start + 1..lx.i - 1];
-                // Without an escape the string is its bytes (UTF-8, checked
-                // with the message): read in place, not copied.
-                let text: std::borrow::Cow<'_, str> = match std::str::from_utf8(raw) {
-                    Ok(plain) if memchr::memchr(b'\\', raw).is_none() => plain.into(),
-                    _ => decode_string(&lx.s[start..lx.i]).text.into(),
-                };
-                if each(&pointer(&path), &text, false).is_break() {
+                if each(&pointer(&path), start..lx.i, false).is_break() {
                     return Ok(ControlFlow::Break(()));
                 }
             }
@@ -1048,5 +1145,47 @@ mod tests {
         assert_eq!(m.param_str("name").unwrap().unwrap(), "\u{1f600} \u{e9}");
         let m = read(r#"{"id":1,"method":"x","params":[1,2]}"#).unwrap();
         assert!(m.param("name").is_none());
+    }
+
+    /// A string decoded a window at a time is the string decoded whole,
+    /// in pieces no larger than a window (bar one character), cut after
+    /// sentences where there are any; escapes and multi-byte characters
+    /// across a window's edge are whole on one side.
+    #[test]
+    fn windows_of_a_string_join_to_the_whole_and_stay_bounded() {
+        let text = "Héllo wörld. Ünïcode 😀 and \"quotes\" and\nlines\t!".repeat(500);
+        let literal = serde_json::to_string(&text).unwrap();
+        let with_pairs = literal.replace('😀', r"\ud83d\ude00");
+        for literal in [literal, with_pairs, format!("\"{}\"", "a".repeat(5000))] {
+            let whole = decode_string(literal.as_bytes()).text;
+            for window in [64, 100, 1000, 1 << 20] {
+                let mut pieces = Vec::new();
+                let _ = decode_windows(literal.as_bytes(), window, &mut |t| {
+                    pieces.push(t.to_owned());
+                    std::ops::ControlFlow::Continue(())
+                });
+                assert_eq!(pieces.concat(), whole, "window {window}");
+                assert!(
+                    pieces.iter().all(|p| p.len() <= window.max(64) + 4),
+                    "window {window}: {:?}",
+                    pieces.iter().map(String::len).max()
+                );
+                if window == 100 && whole.contains('.') {
+                    assert!(
+                        pieces[..pieces.len() - 1]
+                            .iter()
+                            .all(|p| p.ends_with(['.', '!', '\n', '?'])),
+                        "{pieces:?}"
+                    );
+                }
+            }
+        }
+        // A lone surrogate reads as U+FFFD, as decode_string reads it.
+        let mut got = String::new();
+        let _ = decode_windows(br#""a\ud800b""#, 64, &mut |t| {
+            got.push_str(t);
+            std::ops::ControlFlow::Continue(())
+        });
+        assert_eq!(got, "a\u{fffd}b");
     }
 }
