@@ -415,8 +415,17 @@ fn when_either_side_goes_away_the_other_is_closed() {
     let dir = hostile_dir(&["--stdio", "--hostile", "crash-after-initialize"]);
     let d = dir.path();
     let mut c = Client::start(d, &["--server", "h"], "guard-crash");
-    initialized(&mut c);
-    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
+    let init = c.request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": plumbline_caps(),
+               "clientInfo": {"name": "guard-test", "version": "0"}}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    // The server dies right after its answer, and the guard with it: it
+    // may be gone before these are written, which is what is tested.
+    let _ = c.try_send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let _ = c.try_send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}));
     let status = c.child.wait().unwrap();
     assert_eq!(status.code(), Some(2), "{status:?}");
     let log = std::fs::read_to_string(d.join("guard.log")).unwrap();

@@ -553,9 +553,15 @@ impl GuardClient {
     }
 
     pub fn send(&mut self, v: Value) {
+        self.try_send(v).unwrap();
+    }
+
+    /// [`GuardClient::send`] to a guard that may have gone (its server
+    /// died): the error, rather than a panic.
+    pub fn try_send(&mut self, v: Value) -> std::io::Result<()> {
         let stdin = self.stdin.as_mut().unwrap();
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
+        writeln!(stdin, "{v}")?;
+        stdin.flush()
     }
 
     /// The next message `wanted` accepts (others are skipped); bounded so
