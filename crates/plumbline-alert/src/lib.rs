@@ -27,16 +27,20 @@ use sha2::Sha256;
 pub const SIGNATURE_HEADER: &str = "X-Plumbline-Signature";
 
 /// The header naming one alert's delivery: the same on every attempt, by
-/// every watcher, so a receiver can drop the rare duplicate (a watcher
-/// that died between sending and recording the delivery).
+/// every watcher of its history, and never the same for two alerts, of
+/// one history or of two, so a receiver can drop a duplicate
+/// (docs/configuration.md says when one is sent).
 pub const DELIVERY_HEADER: &str = "X-Plumbline-Delivery";
 
 /// An alert's delivery id ([`DELIVERY_HEADER`]): 32 hex digits of the
-/// SHA-256 of what identifies the alert in its history (its observation,
-/// channel and key).
-pub fn delivery_id(observation: i64, channel: &str, key: &str) -> String {
-    let mut bytes = Vec::with_capacity(32 + channel.len() + key.len());
-    bytes.extend_from_slice(b"plumbline delivery v1\0");
+/// SHA-256 of what identifies the alert: the history it is kept in (its
+/// id, drawn when the store was made: observation ids restart in every
+/// store), its observation, channel and key.
+pub fn delivery_id(history: &str, observation: i64, channel: &str, key: &str) -> String {
+    let mut bytes = Vec::with_capacity(64 + history.len() + channel.len() + key.len());
+    bytes.extend_from_slice(b"plumbline delivery v2\0");
+    bytes.extend_from_slice(&(history.len() as u64).to_be_bytes());
+    bytes.extend_from_slice(history.as_bytes());
     bytes.extend_from_slice(&observation.to_be_bytes());
     bytes.extend_from_slice(&(channel.len() as u64).to_be_bytes());
     bytes.extend_from_slice(channel.as_bytes());
@@ -529,7 +533,6 @@ pub async fn post_body(
     };
     let mut req = client
         .post(url)
-        .timeout(timeout)
         .header("Content-Type", "application/json")
         .header(
             "User-Agent",
@@ -542,7 +545,15 @@ pub async fn post_body(
     if let Some(delivery) = delivery {
         req = req.header(DELIVERY_HEADER, delivery);
     }
-    match req.send().await {
+    // Timed by the time this process ran, not by the clock: an answer
+    // that came while the watcher was stopped is read, not taken for a
+    // timeout and sent again.
+    let Some(sent) = within_running(timeout, req.send()).await else {
+        return Err(fail(format!(
+            "no answer within {timeout:?} (of the watcher's running time)"
+        )));
+    };
+    match sent {
         Ok(resp) if resp.status().is_success() => Ok(()),
         Ok(resp) if resp.status().is_redirection() => {
             // The body goes only where it was configured to go.
@@ -607,7 +618,7 @@ pub async fn run_hook(hook: &Hook, body: &[u8], timeout: Duration) -> Result<(),
     let mut stdin = child.stdin.take();
     // Writing the body counts against the timeout: a hook that never reads
     // its input must not hold the channel.
-    let delivered = tokio::time::timeout(timeout, async {
+    let delivered = within_running(timeout, async {
         if let Some(mut pipe) = stdin.take() {
             // A hook may exit without reading its input; its exit status,
             // not the closed pipe, says whether it worked.
@@ -623,16 +634,60 @@ pub async fn run_hook(hook: &Hook, body: &[u8], timeout: Duration) -> Result<(),
     .await;
     // Past the timeout, the hook and everything it started end with the
     // attempt (dropping the child kills only the hook itself).
-    if delivered.is_err() {
+    if delivered.is_none() {
         if let Some(pid) = group {
             kill_group(pid);
         }
     }
     match delivered {
-        Ok(Ok(status)) if status.success() => Ok(()),
-        Ok(Ok(status)) => Err(fail(format!("exited with {status}"))),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Err(fail(format!("did not finish within {timeout:?}"))),
+        Some(Ok(status)) if status.success() => Ok(()),
+        Some(Ok(status)) => Err(fail(format!("exited with {status}"))),
+        Some(Err(e)) => Err(e),
+        None => Err(fail(format!("did not finish within {timeout:?}"))),
+    }
+}
+
+/// How often [`within_running`] looks at the clock.
+const TICK: Duration = Duration::from_millis(100);
+
+/// `work`'s output, unless it takes longer than `limit` of the time this
+/// process was running (`None`).
+///
+/// The clock runs on while a process is stopped (SIGSTOP, a frozen
+/// container, a suspended machine): timed by it, an attempt in flight
+/// when the watcher was stopped is given up the moment it runs again,
+/// even when the receiver's answer is waiting to be read. So time is
+/// counted in ticks of [`TICK`]: a tick that took far longer than asked
+/// (over a second more) was spent stopped and counts as one tick, and
+/// `work` is polled first at every wake-up, so an answer that came
+/// meanwhile is read before any time is counted against it.
+pub async fn within_running<F: std::future::Future>(limit: Duration, work: F) -> Option<F::Output> {
+    tokio::pin!(work);
+    let tick = TICK.min(limit.max(Duration::from_millis(1)));
+    let mut ran = Duration::ZERO;
+    loop {
+        let started = tokio::time::Instant::now();
+        tokio::select! {
+            biased;
+            out = &mut work => return Some(out),
+            () = tokio::time::sleep(tick) => {}
+        }
+        let took = started.elapsed();
+        ran += if took > tick + Duration::from_secs(1) {
+            tick
+        } else {
+            took
+        };
+        if ran >= limit {
+            // One last look: what became ready in this last tick (the
+            // connection's own task may have read the answer) is taken.
+            tokio::task::yield_now().await;
+            return tokio::select! {
+                biased;
+                out = &mut work => Some(out),
+                () = std::future::ready(()) => None,
+            };
+        }
     }
 }
 
@@ -738,5 +793,40 @@ mod tests {
             review_command("shop", &["add"], Severity::Medium),
             "plumbline pin --update shop add"
         );
+    }
+
+    /// Issue 36, fault 1: time the process spent stopped does not count
+    /// against an attempt. Here the "stop" is a thread blocking the
+    /// runtime's only thread for 1.5 s (as SIGSTOP freezes every thread)
+    /// while the answer becomes ready: it is read, not taken for a
+    /// timeout of 0.5 s; real time alone still times out.
+    #[test]
+    fn an_answer_that_came_while_the_process_was_stopped_is_read() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // The answer, as a connection's own task reads it: on a timer
+            // that runs out while the process is stopped.
+            let (tx, rx) = tokio::sync::oneshot::channel::<u8>();
+            let answer = tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let _ = tx.send(7);
+            });
+            let stop = tokio::spawn(async {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                // Frozen: nothing on this runtime runs meanwhile.
+                std::thread::sleep(Duration::from_millis(1500));
+            });
+            let got = within_running(Duration::from_millis(500), rx).await;
+            assert_eq!(got.map(Result::ok), Some(Some(7)));
+            stop.await.unwrap();
+            answer.await.unwrap();
+            let (_tx, never) = tokio::sync::oneshot::channel::<u8>();
+            assert!(within_running(Duration::from_millis(300), never)
+                .await
+                .is_none());
+        });
     }
 }

@@ -289,14 +289,18 @@ async fn a_hook_that_never_reads_its_input_is_ended_at_the_timeout_with_its_chil
 
 #[test]
 fn a_delivery_id_names_one_alert_and_only_it() {
-    let id = plumbline_alert::delivery_id(7, "security", "drift add");
+    use plumbline_alert::delivery_id;
+    let id = delivery_id("h1", 7, "security", "drift add");
     assert_eq!(id.len(), 32);
     assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
-    assert_eq!(id, plumbline_alert::delivery_id(7, "security", "drift add"));
+    assert_eq!(id, delivery_id("h1", 7, "security", "drift add"));
     for other in [
-        plumbline_alert::delivery_id(8, "security", "drift add"),
-        plumbline_alert::delivery_id(7, "securit", "ydrift add"),
-        plumbline_alert::delivery_id(7, "security", "drift sub"),
+        // Another history's observation 7 (issue 36, fault 2).
+        delivery_id("h2", 7, "security", "drift add"),
+        delivery_id("h", 17, "security", "drift add"),
+        delivery_id("h1", 8, "security", "drift add"),
+        delivery_id("h1", 7, "securit", "ydrift add"),
+        delivery_id("h1", 7, "security", "drift sub"),
     ] {
         assert_ne!(id, other);
     }

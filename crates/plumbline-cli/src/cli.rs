@@ -46,7 +46,8 @@ pub enum Command {
     Login(LoginArgs),
     /// Forget the tokens and client registration kept for a server.
     Logout(LoginArgs),
-    /// The timeline of observations, newest first.
+    /// The timeline of observations, newest first, under a line naming
+    /// the history it reads (`plumbline store path` says more).
     Log(LogArgs),
     /// The drift between two observations of a server (by default the two
     /// latest successful ones).
@@ -191,6 +192,22 @@ pub enum StoreCommand {
     /// Exit status 0 when it is sound, 2 when it is not (each finding is
     /// printed) or cannot be read.
     Check(StoreCheckArgs),
+    /// Print where this project's history is kept: the SQLite file, or the
+    /// PostgreSQL database's URL (without user information or query), and
+    /// what chose it (--store, $PLUMBLINE_STORE, or the project's
+    /// default). Exit status 0 whether or not the store exists yet.
+    Path(StorePathArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StorePathArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// human, or json: {"location", "backend", "from", "exists"}.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -298,6 +315,11 @@ pub struct WatchArgs {
     /// observation, per alert delivered or failed, and per reload.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Where to serve /healthz and /metrics, overriding `[watch] listen`
+    /// (default 127.0.0.1:9464): an address (port 0 picks a free one,
+    /// said in the log), or `none`. Two watchers on one machine need two.
+    #[arg(long, value_name = "ADDR|none", conflicts_with = "once")]
+    pub listen: Option<String>,
 }
 
 /// How the watcher logs.

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{bail, Context as _, Result};
 use plumbline_history::{History, Location};
 
-use crate::cli::{StoreCheckArgs, StoreCommand, StoreCopyArgs};
+use crate::cli::{StoreCheckArgs, StoreCommand, StoreCopyArgs, StorePathArgs};
 use crate::commands::{open_existing_store, store_exists};
 use crate::exit::Outcome;
 
@@ -15,7 +15,41 @@ pub fn run(command: &StoreCommand) -> Result<Outcome> {
     match command {
         StoreCommand::Copy(args) => copy(args),
         StoreCommand::Check(args) => check(args),
+        StoreCommand::Path(args) => path(args),
     }
+}
+
+/// `store path`: where the project's history is, and what chose it.
+fn path(args: &StorePathArgs) -> Result<Outcome> {
+    let at = crate::commands::store_path(args.store.path.as_deref(), &args.config.path)?;
+    let from = if args.store.path.is_some() {
+        "--store"
+    } else if std::env::var_os("PLUMBLINE_STORE").is_some() {
+        "$PLUMBLINE_STORE"
+    } else {
+        "the project's default (the folder of plumbline.toml)"
+    };
+    let (backend, exists) = match at.sqlite_path() {
+        Some(file) => ("sqlite", Some(file.exists())),
+        // Asking would mean connecting; the location is what was asked.
+        None => ("postgresql", None),
+    };
+    if args.format == crate::cli::Format::Json {
+        crate::render::write_json(
+            &mut std::io::stdout().lock(),
+            &serde_json::json!({"location": at.display(), "backend": backend, "from": from, "exists": exists}),
+            false,
+        )?;
+    } else {
+        println!("{}", at.display());
+        let state = match exists {
+            Some(true) => "",
+            Some(false) => "; it does not exist yet (the first observe or watch creates it)",
+            None => "; the URL is shown without its user information or query",
+        };
+        eprintln!("({backend}, from {from}{state})");
+    }
+    Ok(Outcome::Clean)
 }
 
 /// A location given on the command line (a path that is not Unicode is a

@@ -14,6 +14,19 @@ pub fn run(args: &WatchArgs) -> Result<Outcome> {
         config: args.config.path.clone(),
         store: store_path(args.store.path.as_deref(), &args.config.path)?,
         taxonomy: args.taxonomy.taxonomy,
+        listen: match args.listen.as_deref() {
+            None => None,
+            Some("none") => Some(String::new()),
+            Some(addr) => Some(
+                addr.parse::<std::net::SocketAddr>()
+                    .map_err(|e| {
+                        anyhow::anyhow!(
+                            "--listen {addr:?}: {e} (an address such as 127.0.0.1:9465, or none)"
+                        )
+                    })?
+                    .to_string(),
+            ),
+        },
     };
     if !args.once {
         let runtime = runtime()?;

@@ -215,6 +215,7 @@ fn three_watchers_share_thirty_servers_alert_once_and_take_over_the_dead() {
     });
     let seen = observations(&database);
     let bound = ((LEASE_S + INTERVAL_S + LEASE_S / 3 + 5) * 1000) as i64;
+    let mut slowest = 0;
     for server in &orphans {
         let again = seen[server]
             .iter()
@@ -222,7 +223,14 @@ fn three_watchers_share_thirty_servers_alert_once_and_take_over_the_dead() {
             .map(|(_, at)| at - killed_at)
             .unwrap();
         assert!(again <= bound, "{server} observed again after {again} ms");
+        slowest = slowest.max(again);
     }
+    // For the record (no timing is asserted closer than the bound above;
+    // the lease's own bound is checked on the store's clock in
+    // plumbline-watch's leases tests).
+    println!(
+        "after SIGKILL, the dead watcher's servers were observed again within {slowest} ms (lease {LEASE_S} s, interval {INTERVAL_S} s)"
+    );
     assert!(holders(&database)
         .values()
         .all(|h| h.as_deref() != Some(victim.as_str())));
@@ -334,14 +342,7 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
     });
 
     // The database goes away: it takes no connection, and those open end.
-    let name = database.name().to_owned();
-    let mut admin = database.admin();
-    admin
-        .batch_execute(&format!(
-            "ALTER DATABASE {name} ALLOW_CONNECTIONS false;
-             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
-        ))
-        .expect("the database refuses connections");
+    common::database_away(&database);
     let down_at = now_ms();
     shop.advance();
     eventually("the watcher reporting the store down", d, || {
@@ -358,9 +359,7 @@ fn a_database_that_goes_away_is_reported_and_its_listings_are_recorded_when_it_r
 
     // It returns: what was listed meanwhile is recorded, the rug pull
     // among it, and alerted once.
-    admin
-        .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
-        .expect("the database takes connections again");
+    common::database_back(&database);
     let up_at = now_ms();
     eventually("the watcher carrying on", d, || {
         get(port, "healthz").0 == 200

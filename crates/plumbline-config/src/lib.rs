@@ -601,24 +601,34 @@ impl Config {
     }
 
     /// Checks what a long-running watcher needs before it starts: every
-    /// `${VAR}` of every server and alert channel is set, and every channel
-    /// URL, once expanded, parses. The error names the key.
-    pub fn check_environment(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<()> {
-        for (name, server) in &self.servers {
-            server
-                .spec_with(lookup)
-                .with_context(|| format!("servers.{name}"))?;
-        }
+    /// `${VAR}` of every alert channel is set, and every channel URL, once
+    /// expanded, parses (the error names the key): a watcher that cannot
+    /// tell anyone must not start. A server whose `${VAR}` is unset does
+    /// not stop it: each such server is returned with why (the variable
+    /// named), and is observed as failed until the variable is set.
+    pub fn check_environment(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>> {
         for (i, alert) in self.alerts.iter().enumerate() {
             alert
                 .target(lookup)
                 .with_context(|| format!("alerts[{i}] ({:?})", alert.name))?;
         }
-        Ok(())
+        Ok(self
+            .servers
+            .iter()
+            .filter_map(|(name, server)| {
+                server
+                    .spec_with(lookup)
+                    .err()
+                    .map(|e| (name.clone(), format!("servers.{name}: {e:#}")))
+            })
+            .collect())
     }
 
     /// [`Config::check_environment`] against the process environment.
-    pub fn check_process_environment(&self) -> Result<()> {
+    pub fn check_process_environment(&self) -> Result<Vec<(String, String)>> {
         self.check_environment(&env_lookup)
     }
 
@@ -1333,7 +1343,7 @@ mod tests {
             "{e:#}"
         );
         let set = |n: &str| Some(if n == "SECRET" { "topsecretvalue" } else { "x" }.to_owned());
-        c.check_environment(&set).unwrap();
+        assert!(c.check_environment(&set).unwrap().is_empty());
         match c.alerts[0].target(&set).unwrap() {
             Target::Webhook { url, secret, known } => {
                 assert_eq!(url, "https://h.example/x");

@@ -21,6 +21,9 @@ use plumbline_store::{
 /// One history over its store.
 pub struct History {
     store: AnyStore,
+    /// Each server's last observation recorded through this handle, for
+    /// recording a listing that repeats it as a copy ([`History::record`]).
+    repeats: crate::Repeats,
 }
 
 impl History {
@@ -30,6 +33,7 @@ impl History {
     pub fn open(location: impl Into<Location>) -> Result<History, StoreError> {
         Ok(History {
             store: plumbline_store::open(&location.into())?,
+            repeats: Default::default(),
         })
     }
 
@@ -37,6 +41,7 @@ impl History {
     pub fn in_memory() -> Result<History, StoreError> {
         Ok(History {
             store: AnyStore::Sqlite(SqliteStore::open_in_memory()?),
+            repeats: Default::default(),
         })
     }
 
@@ -55,6 +60,29 @@ impl History {
     /// The store, for this crate's writers (`record(h.store_mut(), …)`).
     pub fn store_mut(&mut self) -> &mut impl Store {
         &mut self.store
+    }
+
+    /// Records `batch` ([`crate::record`]), a listing that repeats what
+    /// this handle last recorded of its server as a copy of that
+    /// observation ([`crate::record_with`]): what a watcher records most.
+    pub fn record(
+        &mut self,
+        grader: &crate::Grader,
+        batch: Vec<crate::Observed>,
+    ) -> Result<Vec<crate::Recorded>, crate::HistoryError> {
+        crate::record_with(&mut self.store, grader, batch, &mut self.repeats)
+    }
+
+    /// This history's id, for alerts' delivery ids
+    /// ([`plumbline_store::Store::history_id`]).
+    pub fn history_id(&self) -> Result<String, StoreError> {
+        self.store.history_id()
+    }
+
+    /// Statements this process has sent to stores of this history's kind
+    /// ([`plumbline_store::Store::statements`]).
+    pub fn statements(&self) -> u64 {
+        self.store.statements()
     }
 
     // The whole history, table by table.

@@ -43,7 +43,7 @@ pub use plumbline_store::{
     ReviewStatus, Server, StoreError, ToolHistoryEntry,
 };
 pub use read::{Changes, ToolChange};
-pub use record::{record, regrade, Observed, Recorded};
+pub use record::{record, record_with, regrade, Observed, Recorded, Repeats};
 
 /// Why a history operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -162,20 +162,12 @@ pub fn summary_key_with(grader: &str, inventory: Option<&Digest>) -> String {
 /// history holds, as recorded so far (in a batch, the servers recorded
 /// before this one count with their new listing). Kept with the
 /// observation, so that readers grade the change with the same names.
+///
+/// The store keeps each server's names as its observations are recorded
+/// ([`Store::foreign_names`]), so this is one statement however many
+/// servers the history holds.
 pub fn foreign_inventory(store: &impl Store, server: &str) -> Result<Vec<String>, HistoryError> {
-    let mut names = std::collections::BTreeSet::new();
-    for other in store.servers()? {
-        if other.name == server {
-            continue;
-        }
-        let Some(latest) = store.latest_successful(&other.name, None)? else {
-            continue;
-        };
-        if let Some(o) = store.observation(latest.id)? {
-            names.extend(o.tools.into_iter().filter_map(|t| t.name));
-        }
-    }
-    Ok(names.into_iter().collect())
+    Ok(store.foreign_names(server)?)
 }
 
 /// How two identities (JSON objects: how a server is reached, as the

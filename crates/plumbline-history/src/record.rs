@@ -48,6 +48,62 @@ pub struct Recorded {
     pub reached_differently: Vec<String>,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
+    /// The listing repeated the server's previous observation byte for
+    /// byte (and was recorded as such, [`Repeats`]): nothing changed, so
+    /// there is nothing to grade or alert.
+    pub repeated: bool,
+}
+
+/// What a recorder remembers of each server's last observation: its id
+/// and the fingerprint of the listing it was recorded from, so that a
+/// listing repeating it exactly (the common case for a watcher) is
+/// recorded as a copy in two statements ([`Store::record_repeat`])
+/// rather than stored, compared and graded again.
+#[derive(Debug, Default)]
+pub struct Repeats {
+    last: std::collections::HashMap<String, (ObservationId, plumbline_store::Digest)>,
+}
+
+/// The fingerprint of what recording `o` stores: how the server is
+/// reached, what it said of itself, every tool as sent and as normalised,
+/// in order. `None` for what is never recorded as a repeat: a failure, or
+/// a listing with problems of its own.
+fn fingerprint(o: &Observed) -> Option<plumbline_store::Digest> {
+    let n = &o.observation;
+    if !n.outcome.is_ok() || !n.problems.is_empty() {
+        return None;
+    }
+    let mut b = Vec::with_capacity(256 + n.tools.iter().map(|t| t.raw.len() + 16).sum::<usize>());
+    let mut put = |bytes: Option<&[u8]>| match bytes {
+        None => b.push(0),
+        Some(v) => {
+            b.push(1);
+            b.extend_from_slice(&(v.len() as u64).to_be_bytes());
+            b.extend_from_slice(v);
+        }
+    };
+    put(Some(b"plumbline repeat v1"));
+    put(Some(o.identity.as_bytes()));
+    put(n.protocol_version.as_deref().map(str::as_bytes));
+    put(n.server_info.as_deref());
+    put(n.capabilities.as_deref());
+    put(n.instructions.as_deref().map(str::as_bytes));
+    put(n.authorization.as_deref());
+    for t in &n.tools {
+        put(t.name.as_deref().map(str::as_bytes));
+        put(Some(&t.raw));
+        match &t.normalized {
+            None => put(None),
+            Some(normalized) => {
+                put(Some(&normalized.raw));
+                for v in &normalized.by {
+                    put(Some(v.pointer.as_bytes()));
+                    put(Some(v.rule.as_bytes()));
+                }
+            }
+        }
+    }
+    Some(plumbline_store::digest(&b))
 }
 
 impl Recorded {
@@ -202,6 +258,106 @@ pub fn record(
     grader: &Grader,
     batch: Vec<Observed>,
 ) -> Result<Vec<Recorded>, HistoryError> {
+    record_with(store, grader, batch, &mut Repeats::default())
+}
+
+/// [`record`], remembering in `repeats` what each server's last listing
+/// was, so that a listing that repeats it exactly is recorded as a copy of
+/// its observation ([`Store::record_repeat`], two statements and the
+/// transaction's own) and is neither graded nor alerted: nothing changed.
+pub fn record_with(
+    store: &mut impl Store,
+    grader: &Grader,
+    batch: Vec<Observed>,
+    repeats: &mut Repeats,
+) -> Result<Vec<Recorded>, HistoryError> {
+    let mut out = Vec::with_capacity(batch.len());
+    for o in batch {
+        match record_repeat(store, &o, repeats)? {
+            Some(r) => out.push(r),
+            None => out.extend(record_whole(store, grader, vec![o], repeats)?),
+        }
+    }
+    Ok(out)
+}
+
+/// Records `o` as a copy of the server's last observation when it repeats
+/// the listing that one was recorded from; `None` (nothing written) when
+/// it does not, or the store finds that observation no longer the
+/// server's newest.
+fn record_repeat(
+    store: &mut impl Store,
+    o: &Observed,
+    repeats: &mut Repeats,
+) -> Result<Option<Recorded>, HistoryError> {
+    let n = &o.observation;
+    let (Some(print), Some(&(previous, last))) = (fingerprint(o), repeats.last.get(&n.server))
+    else {
+        return Ok(None);
+    };
+    if print != last {
+        return Ok(None);
+    }
+    let Ok(identity) = plumbline_store::canonicalize(o.identity.as_bytes()) else {
+        return Ok(None);
+    };
+    let repeat = plumbline_store::Repeat {
+        server: n.server.clone(),
+        identity: String::from_utf8_lossy(&identity).into_owned(),
+        previous,
+        started_at_ms: n.started_at_ms,
+        finished_at_ms: n.finished_at_ms,
+        lease: o.lease.clone(),
+    };
+    match store.record_repeat(&repeat)? {
+        Some(id) => {
+            repeats.last.insert(n.server.clone(), (id, print));
+            Ok(Some(repeated(n, id, previous)))
+        }
+        None => {
+            repeats.last.remove(&n.server);
+            Ok(None)
+        }
+    }
+}
+
+/// What recording a repeat found: the previous observation's tools,
+/// unchanged.
+fn repeated(n: &NewObservation, id: ObservationId, previous: ObservationId) -> Recorded {
+    Recorded {
+        server: n.server.clone(),
+        observation: id,
+        error: None,
+        tools: n.tools.len(),
+        problems: Vec::new(),
+        normalized: normalized_values(n),
+        previous: Some(previous),
+        drift: Some(unchanged(n)),
+        reached_differently: Vec::new(),
+        started_at_ms: n.started_at_ms,
+        finished_at_ms: n.finished_at_ms,
+        repeated: true,
+    }
+}
+
+/// The strings of `n` that normalisation rules rewrote: `(tool, what and
+/// by which rule)`.
+fn normalized_values(n: &NewObservation) -> Vec<(String, NormalizedValue)> {
+    n.tools
+        .iter()
+        .filter_map(|t| Some((t.name.as_deref()?, t.normalized.as_ref()?)))
+        .flat_map(|(name, n)| n.by.iter().map(move |v| (name.to_owned(), v.clone())))
+        .collect()
+}
+
+/// [`record_with`] for what is not a repeat: each listing stored,
+/// compared with the server's previous successful observation and graded.
+fn record_whole(
+    store: &mut impl Store,
+    grader: &Grader,
+    batch: Vec<Observed>,
+    repeats: &mut Repeats,
+) -> Result<Vec<Recorded>, HistoryError> {
     // Registering a server is a write; most observations find it as it was.
     let mut identities: std::collections::HashMap<String, String> = Default::default();
     for o in &batch {
@@ -246,7 +402,9 @@ pub fn record(
         // with the observation, before it is recorded.
         let hidden = hidden_by_rules(store, grader, &o.observation)?;
         o.observation.problems.extend(hidden);
+        let print = fingerprint(&o);
         let n = &o.observation;
+        repeats.last.remove(&n.server);
         let id = match &o.lease {
             None => store.record_observation(n)?,
             Some(lease) => match store.record_observation_under(n, lease) {
@@ -258,7 +416,15 @@ pub fn record(
             },
         };
         match derive(store, grader, id, n, reached_differently) {
-            Ok(r) => out.push(r),
+            Ok(r) => {
+                // The next listing of the server that repeats this one is
+                // recorded as its copy: only a success without problems
+                // (a copy keeps none), the newest of its server.
+                if let (Some(print), None, true) = (print, &r.error, r.problems.is_empty()) {
+                    repeats.last.insert(n.server.clone(), (id, print));
+                }
+                out.push(r)
+            }
             Err(source) => {
                 return Err(HistoryError::Derived {
                     observation: id,
@@ -310,17 +476,13 @@ fn derive(
         },
         tools: n.tools.len(),
         problems,
-        normalized: n
-            .tools
-            .iter()
-            .filter_map(|t| Some((t.name.as_deref()?, t.normalized.as_ref()?)))
-            .flat_map(|(name, n)| n.by.iter().map(move |v| (name.to_owned(), v.clone())))
-            .collect(),
+        normalized: normalized_values(n),
         previous: None,
         drift: None,
         reached_differently,
         started_at_ms: n.started_at_ms,
         finished_at_ms: n.finished_at_ms,
+        repeated: false,
     };
     if n.outcome.is_ok() {
         if let Some(prev) = store.latest_successful(&n.server, Some(id))? {

@@ -57,6 +57,25 @@ macro_rules! each {
 }
 
 impl HistoryStore for AnyStore {
+    fn record_repeat(
+        &mut self,
+        repeat: &crate::Repeat,
+    ) -> Result<Option<ObservationId>, StoreError> {
+        each!(self, s => s.record_repeat(repeat))
+    }
+
+    fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {
+        each!(self, s => s.foreign_names(server))
+    }
+
+    fn history_id(&self) -> Result<String, StoreError> {
+        each!(self, s => s.history_id())
+    }
+
+    fn statements(&self) -> u64 {
+        each!(self, s => s.statements())
+    }
+
     fn record_observation_under(
         &mut self,
         observation: &NewObservation,
@@ -259,6 +278,15 @@ impl Outbox for AnyStore {
 
     fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
         each!(self, s => s.pending_alert_channels())
+    }
+
+    fn alerted_since(
+        &self,
+        server: &str,
+        key: &str,
+        after: Option<ObservationId>,
+    ) -> Result<Vec<String>, StoreError> {
+        each!(self, s => s.alerted_since(server, key, after))
     }
 
     fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {

@@ -8,7 +8,8 @@
 //! share (so a watcher that starts takes over part of the work), and takes
 //! free ones (never claimed, released, or expired: their holder stopped
 //! renewing) up to its share, each under a new epoch. Its share is the
-//! servers divided by the watchers seen within a lease, rounded up. An
+//! servers divided by the watchers seen within a lease (or since
+//! [`LeaseClaim::live_since_ms`], when earlier), rounded up. An
 //! observation recorded under a lease carries its epoch
 //! ([`crate::Store::record_observation_under`]): a watcher that paused past
 //! its lease and lost it to another cannot record with the old epoch.
@@ -42,6 +43,19 @@ pub struct LeaseClaim {
     /// How long a lease lasts without renewal.
     pub lease_ms: i64,
     pub now_ms: i64,
+    /// Count as live, besides those seen within a lease, the watchers
+    /// seen since this time (a watcher back after an outage counting
+    /// those that were live before it).
+    pub live_since_ms: Option<i64>,
+}
+
+impl LeaseClaim {
+    /// The earliest time a watcher counted live was last seen.
+    pub(crate) fn live_from(&self) -> i64 {
+        let within_a_lease = self.now_ms.saturating_sub(self.lease_ms);
+        self.live_since_ms
+            .map_or(within_a_lease, |since| since.min(within_a_lease))
+    }
 }
 
 /// What a claim writes to one lease row.
@@ -106,6 +120,7 @@ mod tests {
             servers: servers.iter().map(|s| (*s).to_owned()).collect(),
             lease_ms: 30_000,
             now_ms: 100_000,
+            live_since_ms: None,
         }
     }
 

@@ -273,6 +273,50 @@ pub trait HistoryStore {
         observation: &NewObservation,
         lease: &LeaseToken,
     ) -> Result<ObservationId, StoreError>;
+
+    /// Records an observation that repeats `repeat.previous` exactly (the
+    /// caller knows it recorded that one from a listing with the same
+    /// bytes): a new row sharing its content, written in two statements
+    /// besides the transaction's own (the server's row locked, the row
+    /// inserted). `Ok(None)`, with nothing written, unless `previous` is
+    /// still the server's newest observation, successful and without
+    /// problems, the server's identity is still `repeat.identity`, and the
+    /// lease (if any) is still held: the caller then records it with
+    /// [`Store::record_observation`], which finds out why.
+    fn record_repeat(&mut self, repeat: &Repeat) -> Result<Option<ObservationId>, StoreError>;
+
+    /// The tool names of the latest successful observation of every server
+    /// but `server`, sorted, each once: the inventory a change of
+    /// `server` is graded with. Kept as observations are recorded, so it
+    /// is one statement however many servers the history holds.
+    fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError>;
+
+    /// This history's id: drawn when the store was made, the same for
+    /// every process that opens it, and different for every other store
+    /// (a copy included). Alerts name it ([`NewAlert`] delivery ids).
+    fn history_id(&self) -> Result<String, StoreError>;
+
+    /// How many statements this process has sent to databases of this
+    /// handle's kind, every handle counted (for PostgreSQL round trips, a
+    /// prepare, BEGIN and COMMIT included; for SQLite statements run): what
+    /// the watcher's metrics show and a benchmark divides by the
+    /// observations recorded.
+    fn statements(&self) -> u64;
+}
+
+/// An observation that repeats the server's previous one
+/// ([`Store::record_repeat`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repeat {
+    pub server: String,
+    /// How the server is reached, canonical ([`canonicalize`]), as stored.
+    pub identity: String,
+    /// The observation repeated.
+    pub previous: ObservationId,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+    /// The lease the listing was made under, if any.
+    pub lease: Option<LeaseToken>,
 }
 
 /// Reviews of changes, and the baselines accepting them builds.
@@ -325,6 +369,17 @@ pub trait Outbox {
 
     /// Pending alerts (neither delivered nor failed), oldest first.
     fn pending_alerts(&self, limit: u32) -> Result<Vec<OutboxAlert>, StoreError>;
+
+    /// The channels that hold an alert with `key` (delivered, pending or
+    /// given up) for an observation of `server` newer than `after` (every
+    /// observation when `None`), sorted: who was told of a failure streak
+    /// that began after `after`, whoever recorded its first failure.
+    fn alerted_since(
+        &self,
+        server: &str,
+        key: &str,
+        after: Option<ObservationId>,
+    ) -> Result<Vec<String>, StoreError>;
 
     /// The pending alerts of `channel` whose next attempt is due at
     /// `now_ms`, soonest due first.

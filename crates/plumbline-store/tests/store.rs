@@ -710,6 +710,7 @@ pub fn watchers_share_the_servers_and_a_lost_lease_records_nothing(backend: Back
                 servers: servers.iter().map(|s| (*s).to_owned()).collect(),
                 lease_ms,
                 now_ms,
+                live_since_ms: None,
             })
             .expect("claim")
             .into_iter()
@@ -850,7 +851,193 @@ pub fn guard_events_are_kept_newest_first(backend: Backend) {
     );
 }
 
+/// Issue 36, fault 5: a listing that repeats the server's newest
+/// observation is recorded as its copy (the same tool set, documents and
+/// no problems); the store refuses (records nothing) when that is no
+/// longer the newest, the identity changed, or the lease is not held.
+pub fn a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only(backend: Backend) {
+    use plumbline_store::{LeaseClaim, LeaseToken, Repeat};
+    let (_fx, mut store) = new_store(backend);
+    let tools = || vec![raw(r#"{"name":"add","description":"Adds."}"#)];
+    let first = store
+        .record_observation(&ok_observation("docs", 1, tools()))
+        .unwrap();
+    let identity = String::from_utf8(canonicalize(IDENTITY.as_bytes()).unwrap()).unwrap();
+    let repeat = |previous: ObservationId, lease: Option<LeaseToken>| Repeat {
+        server: "docs".into(),
+        identity: identity.clone(),
+        previous,
+        started_at_ms: 500,
+        finished_at_ms: 600,
+        lease,
+    };
+    let copy = store
+        .record_repeat(&repeat(first, None))
+        .unwrap()
+        .expect("recorded as a copy");
+    let (a, b) = (
+        store.observation(first).unwrap().unwrap(),
+        store.observation(copy).unwrap().unwrap(),
+    );
+    assert_eq!(a.summary.tool_set, b.summary.tool_set);
+    assert_eq!(a.tools, b.tools);
+    assert_eq!(
+        (b.summary.started_at_ms, b.summary.finished_at_ms),
+        (500, 600)
+    );
+    assert_eq!(
+        store.latest_successful("docs", None).unwrap().unwrap().id,
+        copy
+    );
+    // Not the newest any more: nothing recorded.
+    assert_eq!(store.record_repeat(&repeat(first, None)).unwrap(), None);
+    // A failure since: not a repeat of it.
+    let failed = store
+        .record_observation(&failed_observation("docs", 700, "refused"))
+        .unwrap();
+    assert_eq!(store.record_repeat(&repeat(failed, None)).unwrap(), None);
+    let ok = store
+        .record_observation(&ok_observation("docs", 800, tools()))
+        .unwrap();
+    // Another identity, or a lease not held: nothing.
+    let mut other = repeat(ok, None);
+    other.identity = r#"{"command":"other","transport":"stdio"}"#.into();
+    assert_eq!(store.record_repeat(&other).unwrap(), None);
+    let held = store
+        .claim_leases(&LeaseClaim {
+            holder: "w1".into(),
+            servers: vec!["docs".into()],
+            lease_ms: 30_000,
+            now_ms: 1_000,
+            live_since_ms: None,
+        })
+        .unwrap();
+    let token = LeaseToken {
+        holder: "w1".into(),
+        epoch: held[0].epoch,
+    };
+    let stale = LeaseToken {
+        holder: "w1".into(),
+        epoch: held[0].epoch + 1,
+    };
+    assert_eq!(store.record_repeat(&repeat(ok, Some(stale))).unwrap(), None);
+    let under = store
+        .record_repeat(&repeat(ok, Some(token)))
+        .unwrap()
+        .expect("under the lease");
+    assert!(under.0 > ok.0);
+    // A listing with problems is never copied.
+    let dup = raw(r#"{"name":"add","description":"Again."}"#);
+    let with_problems = store
+        .record_observation(&ok_observation("docs", 900, vec![tools().remove(0), dup]))
+        .unwrap();
+    assert_eq!(
+        store.record_repeat(&repeat(with_problems, None)).unwrap(),
+        None
+    );
+    assert_eq!(store.history_id().unwrap(), store.history_id().unwrap());
+}
+
+/// Issue 36, fault 5: each server's tool names, as of its latest
+/// successful observation, are kept as observations are recorded: the
+/// other servers' names are read in one statement, a failure leaves a
+/// server's names as they were, and a copy of the history rebuilds them.
+/// Each store has its own history id.
+pub fn the_other_servers_names_are_kept_as_observations_are_recorded(backend: Backend) {
+    let (_fx, mut store) = new_store(backend);
+    for s in ["b", "c"] {
+        store.put_server(s, IDENTITY).unwrap();
+    }
+    let tools = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| raw(&format!(r#"{{"name":"{n}","description":"Does {n}."}}"#)))
+            .collect::<Vec<_>>()
+    };
+    assert!(store.foreign_names("docs").unwrap().is_empty());
+    store
+        .record_observation(&ok_observation("docs", 1, tools(&["search", "fetch"])))
+        .unwrap();
+    store
+        .record_observation(&ok_observation("b", 2, tools(&["fetch", "zip"])))
+        .unwrap();
+    assert_eq!(
+        store.foreign_names("c").unwrap(),
+        ["fetch", "search", "zip"]
+    );
+    assert_eq!(store.foreign_names("docs").unwrap(), ["fetch", "zip"]);
+    // b's listing changes; a failure of b changes nothing.
+    store
+        .record_observation(&ok_observation("b", 3, tools(&["unzip"])))
+        .unwrap();
+    store
+        .record_observation(&failed_observation("b", 4, "down"))
+        .unwrap();
+    assert_eq!(store.foreign_names("docs").unwrap(), ["unzip"]);
+    assert_eq!(store.foreign_names("b").unwrap(), ["fetch", "search"]);
+    // A copy holds the same names, under a history id of its own.
+    let copy_fx = TestStore::new(backend);
+    let mut copy = copy_fx.open();
+    plumbline_store::tables::copy(&store, &mut copy, |_, _| {}).unwrap();
+    for s in ["docs", "b", "c"] {
+        assert_eq!(
+            copy.foreign_names(s).unwrap(),
+            store.foreign_names(s).unwrap(),
+            "{s}"
+        );
+    }
+    assert_ne!(copy.history_id().unwrap(), store.history_id().unwrap());
+    assert_eq!(store.history_id().unwrap().len(), 32);
+}
+
+/// Issue 36, fault 6: who was told of a failure streak, whoever recorded
+/// its first failure.
+pub fn the_channels_told_of_a_failure_streak_are_found(backend: Backend) {
+    let (_fx, mut store) = new_store(backend);
+    let ok = store
+        .record_observation(&ok_observation("docs", 1, vec![]))
+        .unwrap();
+    let down = store
+        .record_observation(&failed_observation("docs", 2, "down"))
+        .unwrap();
+    assert!(store
+        .alerted_since("docs", "failure", Some(ok))
+        .unwrap()
+        .is_empty());
+    for channel in ["pager", "ops"] {
+        store
+            .enqueue_alert(&plumbline_store::NewAlert {
+                server: "docs".into(),
+                observation: down,
+                channel: channel.into(),
+                key: "failure".into(),
+                body: b"{}".to_vec(),
+                created_at_ms: 3,
+            })
+            .unwrap();
+    }
+    assert_eq!(
+        store.alerted_since("docs", "failure", Some(ok)).unwrap(),
+        ["ops", "pager"]
+    );
+    assert_eq!(
+        store.alerted_since("docs", "failure", None).unwrap().len(),
+        2
+    );
+    assert!(store
+        .alerted_since("docs", "failure", Some(down))
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .alerted_since("docs", "drift", Some(ok))
+        .unwrap()
+        .is_empty());
+}
+
 on_each_backend! {
+    a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only,
+    the_other_servers_names_are_kept_as_observations_are_recorded,
+    the_channels_told_of_a_failure_streak_are_found,
     guard_events_are_kept_newest_first,
     watchers_share_the_servers_and_a_lost_lease_records_nothing,
     a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out,

@@ -78,6 +78,7 @@ fn a_store_from_before_version_4_has_its_changes_filled_in() {
          DROP INDEX observations_authorized;
          ALTER TABLE observations DROP COLUMN authorization_id;
          DROP TABLE guard_events;
+         DROP INDEX alerts_by_server; DROP TABLE server_names; DROP TABLE history;
          PRAGMA user_version = 3;",
     )
     .unwrap();

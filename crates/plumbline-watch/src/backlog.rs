@@ -175,7 +175,8 @@ impl Backlog {
     /// wakes their channels (none when stopping: the next run delivers
     /// them). What the store could not take waits for the next try; an
     /// observation whose alerts cannot be decided for another reason is
-    /// said and let go, so that it never holds up the others.
+    /// said and let go, so that it never holds up the others. Whether any
+    /// alert was queued.
     pub fn enqueue(
         &mut self,
         store: &mut History,
@@ -183,7 +184,8 @@ impl Backlog {
         grader: &Grader,
         channels: Option<&Channels>,
         metrics: &Metrics,
-    ) {
+    ) -> bool {
+        let mut queued = false;
         while let Some((id, listed)) = self.ungraded.first() {
             match crate::observe::regrade(store, grader, *id, listed) {
                 Ok(recorded) => {
@@ -192,7 +194,7 @@ impl Backlog {
                 }
                 Err(e) if is_store_error(&e) => {
                     metrics.store_down(&format!("{e:#}"));
-                    return;
+                    return queued;
                 }
                 Err(e) => {
                     tracing::error!(
@@ -212,6 +214,7 @@ impl Backlog {
             ) {
                 Ok(woken) => {
                     self.unalerted.remove(0);
+                    queued |= !woken.is_empty();
                     for channel in woken {
                         if let Some(channels) = channels {
                             channels.wake(&channel);
@@ -224,7 +227,7 @@ impl Backlog {
                         observations = self.unalerted.len(),
                         "plumbline watch: cannot queue the alerts (tried again): {e:#}"
                     );
-                    return;
+                    return queued;
                 }
                 Err(e) => {
                     tracing::error!(
@@ -235,6 +238,7 @@ impl Backlog {
                 }
             }
         }
+        queued
     }
 
     /// Whatever is left when the watcher stops: said, since it is lost.

@@ -204,6 +204,8 @@ const CLAIM_MARGIN_MS: i64 = 30_000;
 /// One channel's delivery, over its own store connection.
 struct Delivery {
     channel: String,
+    /// The history's id, in every delivery id.
+    history: String,
     target: Target,
     policy: Policy,
     store: History,
@@ -223,7 +225,11 @@ impl Delivery {
     ) -> anyhow::Result<Delivery> {
         let store = History::open(store)
             .map_err(|e| anyhow::anyhow!("alert channel {channel:?}: opening the store: {e}"))?;
+        let history = store.history_id().map_err(|e| {
+            anyhow::anyhow!("alert channel {channel:?}: reading the history's id: {e}")
+        })?;
         Ok(Delivery {
+            history,
             jitter: Jitter::seeded(&channel),
             channel,
             target,
@@ -266,7 +272,14 @@ impl Delivery {
 
     async fn attempt(&mut self, alert: OutboxAlert) -> anyhow::Result<()> {
         let started = tokio::time::Instant::now();
-        let result = send(&self.target, &alert, &self.client, self.policy.timeout).await;
+        let result = send(
+            &self.target,
+            &self.history,
+            &alert,
+            &self.client,
+            self.policy.timeout,
+        )
+        .await;
         let elapsed_ms = started.elapsed().as_millis() as u64;
         let attempt = alert.attempts + 1;
         let at = now_ms();
@@ -369,12 +382,14 @@ async fn run(
 /// One delivery attempt of `body` to `target`.
 async fn send(
     target: &Target,
+    history: &str,
     alert: &OutboxAlert,
     client: &reqwest::Client,
     timeout: Duration,
 ) -> Result<(), String> {
     let body = &alert.body;
-    let delivery = plumbline_alert::delivery_id(alert.observation.0, &alert.channel, &alert.key);
+    let delivery =
+        plumbline_alert::delivery_id(history, alert.observation.0, &alert.channel, &alert.key);
     match target {
         Target::Webhook { url, secret, .. } => post_body(
             client,

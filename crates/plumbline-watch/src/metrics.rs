@@ -45,6 +45,9 @@ pub struct Metrics {
     listings_waiting: AtomicU64,
     /// Listings dropped because too many were waiting.
     listings_dropped: AtomicU64,
+    /// Statements this process has sent to its store
+    /// ([`plumbline_history::History::statements`]).
+    store_statements: AtomicU64,
 }
 
 /// How long the recording loop may go without running before `/healthz`
@@ -106,6 +109,11 @@ impl Metrics {
     /// An alert given up on after its last attempt.
     pub fn abandoned(&self) {
         self.alerts_abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Statements sent to the store so far (read from the store's count).
+    pub fn statements(&self, n: u64) {
+        self.store_statements.store(n, Ordering::Relaxed);
     }
 
     /// The outbox as the store holds it: pending and failed alerts.
@@ -212,6 +220,13 @@ impl Metrics {
             "counter",
             "Observations with drift, by worst severity.",
             &drift,
+        );
+        family(
+            &mut s,
+            "plumbline_store_statements_total",
+            "counter",
+            "Statements sent to the store (PostgreSQL: round trips, BEGIN and COMMIT included; SQLite: statements run).",
+            &[(String::new(), get(&self.store_statements))],
         );
         family(
             &mut s,

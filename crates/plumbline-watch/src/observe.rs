@@ -453,7 +453,7 @@ pub fn record_all(
     batch: &[(Collected, Option<LeaseToken>)],
 ) -> Result<Vec<Recorded>> {
     let batch = batch.iter().map(observed).collect();
-    Ok(plumbline_history::record(store.store_mut(), grader, batch)?)
+    Ok(store.record(grader, batch)?)
 }
 
 /// A collected listing as the history records it.

@@ -447,29 +447,9 @@ pub fn recording_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize
     let failing = Arc::clone(&to_fail);
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0usize;
-            let mut signature = None;
-            let mut delivery = None;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                let line = line.trim_end();
-                if line.is_empty() {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    match k.to_ascii_lowercase().as_str() {
-                        "content-length" => length = v.trim().parse().unwrap_or(0),
-                        "x-plumbline-signature" => signature = Some(v.trim().to_owned()),
-                        "x-plumbline-delivery" => delivery = Some(v.trim().to_owned()),
-                        _ => {}
-                    }
-                }
-            }
-            let mut body = vec![0; length];
+            let Some((headers, body)) = read_request(&stream) else {
+                continue;
+            };
             let mut stream = stream;
             let fail = failing
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -480,14 +460,69 @@ pub fn recording_receiver(failures: usize) -> (String, Received, Arc<AtomicUsize
                 );
                 continue;
             }
-            if reader.read_exact(&mut body).is_ok() {
-                sink.lock().unwrap().push((body, signature));
-                delivered.lock().unwrap().push(delivery);
-            }
+            let header = |name: &str| headers.get(name).cloned();
+            sink.lock()
+                .unwrap()
+                .push((body, header("x-plumbline-signature")));
+            delivered
+                .lock()
+                .unwrap()
+                .push(header("x-plumbline-delivery"));
             let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
         }
     });
     (url, received, to_fail, deliveries)
+}
+
+/// One HTTP/1.1 request read from `stream`: its headers (names in lower
+/// case) and its body (by Content-Length); `None` when it breaks off.
+pub fn read_request(
+    stream: &std::net::TcpStream,
+) -> Option<(std::collections::HashMap<String, String>, Vec<u8>)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut headers = std::collections::HashMap::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.insert(k.to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let length = headers
+        .get("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((headers, body))
+}
+
+/// Takes PostgreSQL database `db` away from its clients: it refuses
+/// connections, and those open are ended.
+pub fn database_away(db: &plumbline_store::testing::TestDatabase) {
+    let name = db.name();
+    db.admin()
+        .batch_execute(&format!(
+            "ALTER DATABASE {name} ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}';"
+        ))
+        .expect("the database refuses connections");
+}
+
+/// Gives `db` back to its clients.
+pub fn database_back(db: &plumbline_store::testing::TestDatabase) {
+    db.admin()
+        .batch_execute(&format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+            db.name()
+        ))
+        .expect("the database takes connections again");
 }
 
 /// A client speaking to `plumbline guard` over stdio: lines out, parsed

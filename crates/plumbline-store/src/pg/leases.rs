@@ -58,7 +58,7 @@ impl Session {
         let live: i64 = tx
             .query_one(
                 "SELECT count(*) FROM watchers WHERE last_seen_ms >= $1",
-                &[&(claim.now_ms - claim.lease_ms)],
+                &[&claim.live_from()],
             )
             .and_then(|row| row.try_get(0))
             .map_err(&err)?;

@@ -62,6 +62,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_watcher_expiry.sql"),
     include_str!("migrations/0004_authorization.sql"),
     include_str!("migrations/0005_guard_events.sql"),
+    include_str!("migrations/0006_history_and_server_names.sql"),
 ];
 
 /// The advisory lock that makes migrating a singleton across every
@@ -225,10 +226,8 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// The connection, made (again) if there is none or it was lost.
-    fn connection(
-        &mut self,
-    ) -> Result<(&mut Client, &mut HashMap<String, Statement>), postgres::Error> {
+    /// Makes the connection (again) if there is none or it was lost.
+    fn connect(&mut self) -> Result<(), postgres::Error> {
         if std::mem::take(&mut self.suspect) {
             if let Some(client) = self.client.as_mut() {
                 if client.is_valid(CONNECT_TIMEOUT).is_err() {
@@ -243,16 +242,19 @@ impl Session {
             self.statements.clear();
             self.client = Some(self.connector.connect()?);
         }
-        match self.client.as_mut() {
-            Some(client) => Ok((client, &mut self.statements)),
-            None => unreachable!("connected just above"),
-        }
+        Ok(())
     }
 
     /// The connection, for statements outside a transaction.
     pub(super) fn db(&mut self) -> Result<Db<'_, &mut Client>, postgres::Error> {
-        let (handle, statements) = self.connection()?;
-        Ok(Db { handle, statements })
+        self.connect()?;
+        let Session {
+            client, statements, ..
+        } = self;
+        match client.as_mut() {
+            Some(handle) => Ok(Db { handle, statements }),
+            None => unreachable!("connected just above"),
+        }
     }
 
     /// Brings the schema up to date under an advisory lock held on a
@@ -342,11 +344,24 @@ pub(crate) struct Db<'a, H> {
     statements: &'a mut HashMap<String, Statement>,
 }
 
+/// Statements this process has sent to PostgreSQL, a prepare, BEGIN and
+/// COMMIT each counted ([`crate::Store::statements`]).
+pub(crate) static SENT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl<H: Handle> Db<'_, H> {
+    /// Counts a statement sent (a prepare, a query, BEGIN, COMMIT).
+    fn sending(&self) {
+        SENT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The prepared statement for `sql`, prepared on first use; counts the
+    /// statement about to run with it.
     fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        self.sending();
         if let Some(statement) = self.statements.get(sql) {
             return Ok(statement.clone());
         }
+        self.sending();
         let statement = self.handle.client().prepare(sql)?;
         self.statements.insert(sql.to_owned(), statement.clone());
         Ok(statement)
@@ -393,6 +408,7 @@ impl Db<'_, &mut Client> {
     /// A transaction on this connection, with the same statements; it
     /// rolls back when dropped without [`Db::commit`].
     pub fn transaction(&mut self) -> Result<Db<'_, postgres::Transaction<'_>>, postgres::Error> {
+        self.sending();
         Ok(Db {
             handle: self.handle.transaction()?,
             statements: &mut *self.statements,
@@ -402,6 +418,7 @@ impl Db<'_, &mut Client> {
 
 impl Db<'_, postgres::Transaction<'_>> {
     pub fn commit(self) -> Result<(), postgres::Error> {
+        self.sending();
         self.handle.commit()
     }
 }

@@ -537,6 +537,29 @@ impl Session {
             .collect()
     }
 
+    pub(super) fn alerted_since(
+        &mut self,
+        server: &str,
+        key: &str,
+        after: Option<ObservationId>,
+    ) -> Result<Vec<String>, StoreError> {
+        let what = "the channels told of a failure";
+        let rows = self.rows(
+            what,
+            "SELECT DISTINCT a.channel FROM alerts a JOIN servers s ON s.id = a.server_id
+             WHERE s.name = $1 AND a.key = $2 AND a.observation_id > $3
+             ORDER BY a.channel",
+            &[
+                &server.as_bytes(),
+                &key.as_bytes(),
+                &after.map_or(0, |a| a.0),
+            ],
+        )?;
+        rows.iter()
+            .map(|row| text(&self.label, self.get(row, 0, what)?, what))
+            .collect()
+    }
+
     pub(super) fn reviews(&mut self, server: &str) -> Result<Vec<Review>, StoreError> {
         let server_id = self.server_id(server)?;
         let what = format!("the reviews of server {server:?}");

@@ -307,6 +307,7 @@ impl Session {
             err("the server's lock"),
             err("a tool's raw bytes"),
         );
+        let names_err = err("the server's tool names");
         let (set_err, doc_err, obs_err, prev_err, change_err, problems_err, commit_err) = (
             err("the tool set"),
             err("a document"),
@@ -461,6 +462,23 @@ impl Session {
                     .map_err(&change_err)?;
                 }
             }
+            // The server's names are this listing's (see SQLite's).
+            if previous.is_none_or(|(_, previous_set)| previous_set != set) {
+                tx.execute(
+                    "DELETE FROM server_names WHERE server_id = $1",
+                    &[&server_id],
+                )
+                .and_then(|_| {
+                    tx.execute(
+                        "INSERT INTO server_names (server_id, name)
+                         SELECT $1, name FROM tool_set_entries
+                         WHERE tool_set_id = $2 AND name IS NOT NULL
+                         ON CONFLICT DO NOTHING",
+                        &[&server_id, &set],
+                    )
+                })
+                .map_err(&names_err)?;
+            }
         }
 
         for (seq, p) in problems.iter().enumerate() {
@@ -481,6 +499,85 @@ impl Session {
         }
         tx.commit().map_err(&commit_err)?;
         Ok(ObservationId(id))
+    }
+
+    /// [`crate::Store::record_repeat`]: the server's row locked (and its
+    /// lease shared) in one statement, then the row inserted as a copy of
+    /// the one it repeats, in a second, which reads after the lock and so
+    /// sees every observation of the server committed before.
+    pub(super) fn record_repeat(
+        &mut self,
+        repeat: &crate::Repeat,
+    ) -> Result<Option<ObservationId>, StoreError> {
+        let err = self.write_err(&repeat.server, "a repeated observation");
+        let mut db = self.db().map_err(&err)?;
+        let mut tx = db.transaction().map_err(&err)?;
+        let (name, identity) = (repeat.server.as_bytes(), repeat.identity.as_str());
+        let server = match &repeat.lease {
+            None => tx.query_opt(
+                "SELECT id FROM servers WHERE name = $1 AND identity = $2 FOR UPDATE",
+                &[&name, &identity],
+            ),
+            Some(lease) => tx.query_opt(
+                "SELECT s.id FROM servers s JOIN leases l ON l.server = s.name
+                 WHERE s.name = $1 AND s.identity = $2 AND l.holder = $3 AND l.epoch = $4
+                 FOR UPDATE OF s FOR SHARE OF l",
+                &[&name, &identity, &lease.holder.as_bytes(), &lease.epoch],
+            ),
+        }
+        .map_err(&err)?;
+        let Some(server) = server else {
+            return Ok(None);
+        };
+        let server_id: i64 = server.try_get(0).map_err(&err)?;
+        let row = tx
+            .query_opt(
+                "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
+                     error, protocol_version, server_info_id, capabilities_id, instructions_id,
+                     tool_set_id, authorization_id)
+                 SELECT p.server_id, $3, $4, p.outcome, p.error, p.protocol_version,
+                     p.server_info_id, p.capabilities_id, p.instructions_id, p.tool_set_id,
+                     p.authorization_id
+                 FROM observations p
+                 WHERE p.id = $2 AND p.server_id = $1 AND p.outcome = 'ok'
+                   AND p.id = (SELECT max(id) FROM observations WHERE server_id = $1)
+                   AND NOT EXISTS (SELECT 1 FROM observation_problems WHERE observation_id = p.id)
+                 RETURNING id",
+                &[
+                    &server_id,
+                    &repeat.previous.0,
+                    &repeat.started_at_ms,
+                    &repeat.finished_at_ms,
+                ],
+            )
+            .map_err(&err)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let id: i64 = row.try_get(0).map_err(&err)?;
+        tx.commit().map_err(&err)?;
+        Ok(Some(ObservationId(id)))
+    }
+
+    pub(super) fn foreign_names(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
+        let what = "the other servers' tool names";
+        let rows = self.rows(
+            what,
+            "SELECT DISTINCT n.name FROM server_names n JOIN servers s ON s.id = n.server_id
+             WHERE s.name <> $1 ORDER BY n.name",
+            &[&server.as_bytes()],
+        )?;
+        rows.iter()
+            .map(|row| super::text(&self.label, self.get(row, 0, what)?, what))
+            .collect()
+    }
+
+    pub(super) fn history_id(&mut self) -> Result<String, StoreError> {
+        let what = "the history's id";
+        match self.row(what, "SELECT id FROM history", &[])? {
+            Some(row) => self.get(&row, 0, what),
+            None => Err(self.corrupt("the store has no history id")),
+        }
     }
 
     pub(super) fn enqueue_alert(

@@ -153,7 +153,21 @@ impl Session {
         for table in TABLES.iter().filter(|t| t.key == ["id"]) {
             db.execute(&follow_ids(table.name), &[]).map_err(&err)?;
         }
-        Ok(())
+        // Each server's tool names, derived from the observations copied
+        // (as schema version 6 builds them).
+        let mut tx = db.transaction().map_err(&err)?;
+        tx.execute("DELETE FROM server_names", &[]).map_err(&err)?;
+        tx.execute(
+            "INSERT INTO server_names (server_id, name)
+             SELECT o.server_id, e.name FROM observations o
+             JOIN tool_set_entries e ON e.tool_set_id = o.tool_set_id
+             WHERE e.name IS NOT NULL AND o.id IN
+                 (SELECT max(id) FROM observations WHERE outcome = 'ok' GROUP BY server_id)
+             ON CONFLICT DO NOTHING",
+            &[],
+        )
+        .map_err(&err)?;
+        tx.commit().map_err(&err)
     }
 }
 

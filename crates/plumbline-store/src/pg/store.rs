@@ -10,6 +10,27 @@ use crate::prelude::*;
 use crate::{Digest, Lease, LeaseClaim, LeaseToken, StoreError};
 
 impl HistoryStore for PostgresStore {
+    fn record_repeat(
+        &mut self,
+        repeat: &crate::Repeat,
+    ) -> Result<Option<ObservationId>, StoreError> {
+        let repeat = repeat.clone();
+        self.run(move |s| s.record_repeat(&repeat))
+    }
+
+    fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {
+        let server = server.to_owned();
+        self.run(move |s| s.foreign_names(&server))
+    }
+
+    fn history_id(&self) -> Result<String, StoreError> {
+        self.run(|s| s.history_id())
+    }
+
+    fn statements(&self) -> u64 {
+        super::SENT.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn record_observation_under(
         &mut self,
         observation: &NewObservation,
@@ -315,6 +336,16 @@ impl Outbox for PostgresStore {
 
     fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.run(|s| s.pending_alert_channels())
+    }
+
+    fn alerted_since(
+        &self,
+        server: &str,
+        key: &str,
+        after: Option<ObservationId>,
+    ) -> Result<Vec<String>, StoreError> {
+        let (server, key) = (server.to_owned(), key.to_owned());
+        self.run(move |s| s.alerted_since(&server, &key, after))
     }
 
     fn mark_alert_delivered(&mut self, id: AlertId, at_ms: i64) -> Result<(), StoreError> {

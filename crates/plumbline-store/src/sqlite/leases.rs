@@ -169,6 +169,22 @@ impl SqliteStore {
                     .map_err(write_err("the tool set change"))?;
                 }
             }
+            // The server's names are now this listing's: the inventory the
+            // other servers' changes are graded with, kept here so that it
+            // is read in one statement (`foreign_names`).
+            if previous.is_none_or(|(_, previous_set)| previous_set != set) {
+                tx.prepare_cached("DELETE FROM server_names WHERE server_id = ?1")
+                    .and_then(|mut stmt| stmt.execute([server_id]))
+                    .and_then(|_| {
+                        tx.prepare_cached(
+                            "INSERT OR IGNORE INTO server_names (server_id, name)
+                             SELECT ?1, name FROM tool_set_entries
+                             WHERE tool_set_id = ?2 AND name IS NOT NULL",
+                        )?
+                        .execute(params![server_id, set])
+                    })
+                    .map_err(write_err("the server's tool names"))?;
+            }
         }
 
         if !problems.is_empty() {
@@ -193,6 +209,76 @@ impl SqliteStore {
         }
         tx.commit().map_err(write_err("the commit"))?;
         Ok(ObservationId(id))
+    }
+
+    /// [`Store::record_repeat`]: under the write lock, the row inserted
+    /// as a copy of the one it repeats when that is still the server's
+    /// newest, the identity and lease unchanged.
+    pub(super) fn repeat(
+        &mut self,
+        repeat: &crate::Repeat,
+    ) -> Result<Option<ObservationId>, StoreError> {
+        let err = |source| StoreError::Write {
+            path: self.path.clone(),
+            server: repeat.server.clone(),
+            what: "a repeated observation",
+            source: Box::new(source),
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let server: Option<i64> = tx
+            .prepare_cached(
+                "SELECT s.id FROM servers s
+                 WHERE s.name = ?1 AND s.identity = ?2
+                   AND (?3 IS NULL OR EXISTS (SELECT 1 FROM leases l
+                        WHERE l.server = s.name AND l.holder = ?3 AND l.epoch = ?4))",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_row(
+                    params![
+                        repeat.server,
+                        repeat.identity,
+                        repeat.lease.as_ref().map(|l| l.holder.as_str()),
+                        repeat.lease.as_ref().map(|l| l.epoch),
+                    ],
+                    |row| row.get(0),
+                )
+                .optional()
+            })
+            .map_err(err)?;
+        let Some(server_id) = server else {
+            return Ok(None);
+        };
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
+                     error, protocol_version, server_info_id, capabilities_id, instructions_id,
+                     tool_set_id, authorization_id)
+                 SELECT p.server_id, ?3, ?4, p.outcome, p.error, p.protocol_version,
+                     p.server_info_id, p.capabilities_id, p.instructions_id, p.tool_set_id,
+                     p.authorization_id
+                 FROM observations p
+                 WHERE p.id = ?2 AND p.server_id = ?1 AND p.outcome = 'ok'
+                   AND p.id = (SELECT max(id) FROM observations WHERE server_id = ?1)
+                   AND NOT EXISTS (SELECT 1 FROM observation_problems WHERE observation_id = p.id)",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    server_id,
+                    repeat.previous.0,
+                    repeat.started_at_ms,
+                    repeat.finished_at_ms
+                ])
+            })
+            .map_err(err)?;
+        if inserted == 0 {
+            return Ok(None);
+        }
+        let id = tx.last_insert_rowid();
+        tx.commit().map_err(err)?;
+        Ok(Some(ObservationId(id)))
     }
 
     pub(super) fn claim(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
@@ -228,7 +314,7 @@ impl SqliteStore {
         }
         let live: i64 = tx
             .prepare_cached("SELECT count(*) FROM watchers WHERE last_seen_ms >= ?1")
-            .and_then(|mut stmt| stmt.query_row([claim.now_ms - claim.lease_ms], |row| row.get(0)))
+            .and_then(|mut stmt| stmt.query_row([claim.live_from()], |row| row.get(0)))
             .map_err(&err)?;
         let rows: Vec<Lease> = tx
             .prepare_cached(&format!("{LEASES} ORDER BY l.server"))

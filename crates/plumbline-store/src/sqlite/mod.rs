@@ -61,6 +61,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/0010_watcher_expiry.sql"),
     include_str!("../migrations/0011_authorization.sql"),
     include_str!("../migrations/0012_guard_events.sql"),
+    include_str!("../migrations/0013_history_and_server_names.sql"),
 ];
 
 /// How long a write waits for another process's write to finish before
@@ -83,6 +84,33 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl HistoryStore for SqliteStore {
+    fn record_repeat(
+        &mut self,
+        repeat: &crate::Repeat,
+    ) -> Result<Option<ObservationId>, StoreError> {
+        self.repeat(repeat)
+    }
+
+    fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT DISTINCT n.name FROM server_names n JOIN servers s ON s.id = n.server_id
+                 WHERE s.name <> ?1 ORDER BY n.name",
+            )
+            .and_then(|mut stmt| stmt.query_map([server], |row| row.get(0))?.collect())
+            .map_err(|source| self.read_err("the other servers' tool names", source))
+    }
+
+    fn history_id(&self) -> Result<String, StoreError> {
+        self.conn
+            .query_row("SELECT id FROM history", [], |row| row.get(0))
+            .map_err(|source| self.read_err("the history's id", source))
+    }
+
+    fn statements(&self) -> u64 {
+        open::RUN.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn drift_summary(
         &self,
         old: &Digest,
@@ -813,6 +841,27 @@ impl Outbox for SqliteStore {
             .map_err(|source| self.read_err("the alert counts", source))
     }
 
+    fn alerted_since(
+        &self,
+        server: &str,
+        key: &str,
+        after: Option<ObservationId>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT DISTINCT a.channel FROM alerts a JOIN servers s ON s.id = a.server_id
+                 WHERE s.name = ?1 AND a.key = ?2 AND a.observation_id > ?3
+                 ORDER BY a.channel",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![server, key, after.map_or(0, |a| a.0)], |row| {
+                    row.get(0)
+                })?
+                .collect()
+            })
+            .map_err(|source| self.read_err("the channels told of a failure", source))
+    }
+
     fn pending_alert_channels(&self) -> Result<Vec<(String, u64)>, StoreError> {
         self.conn
             .prepare_cached(
@@ -914,8 +963,25 @@ impl Rows for SqliteStore {
     }
 
     fn finish_writing_rows(&mut self) -> Result<(), StoreError> {
-        // SQLite numbers a new row after the highest id there.
-        Ok(())
+        // SQLite numbers a new row after the highest id there. Each
+        // server's tool names are derived from the observations copied (as
+        // schema version 13 builds them).
+        self.conn
+            .execute_batch(
+                "BEGIN IMMEDIATE;
+                 DELETE FROM server_names;
+                 INSERT OR IGNORE INTO server_names (server_id, name)
+                 SELECT o.server_id, e.name FROM observations o
+                 JOIN tool_set_entries e ON e.tool_set_id = o.tool_set_id
+                 WHERE e.name IS NOT NULL AND o.id IN
+                     (SELECT max(id) FROM observations WHERE outcome = 'ok' GROUP BY server_id);
+                 COMMIT;",
+            )
+            .map_err(|source| StoreError::WriteDerived {
+                path: self.path.clone(),
+                what: "the servers' tool names",
+                source: Box::new(source),
+            })
     }
 }
 

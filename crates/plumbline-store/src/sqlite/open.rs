@@ -43,6 +43,11 @@ impl SqliteStore {
             source: Box::new(source),
         };
         conn.busy_timeout(BUSY_TIMEOUT).map_err(open_err)?;
+        // Every statement run is counted ([`crate::Store::statements`]).
+        conn.trace_v2(
+            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_PROFILE,
+            Some(count_statement),
+        );
         // WAL lets readers (a dashboard, `plumbline log`) run while an
         // observation is written; with it, synchronous=NORMAL is still
         // crash-safe (a power loss may drop the last commits, never corrupt
@@ -337,4 +342,11 @@ fn read_summary_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryRow> {
         problem_count: row.get(9)?,
         authorization: row.get(10)?,
     })
+}
+
+/// Statements SQLite has run in this process, on every connection.
+pub(super) static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count_statement(_: rusqlite::trace::TraceEvent<'_>) {
+    RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
