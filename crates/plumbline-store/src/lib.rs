@@ -276,9 +276,9 @@ pub trait HistoryStore {
 
     /// Records an observation that repeats `repeat.previous` exactly (the
     /// caller knows it recorded that one from a listing with the same
-    /// bytes): a new row sharing its content, written in two statements
-    /// besides the transaction's own (the server's row locked, the row
-    /// inserted). `Ok(None)`, with nothing written, unless `previous` is
+    /// bytes): a new row sharing its content, in one round trip on
+    /// PostgreSQL (a function of its schema) and four statements on SQLite
+    /// (the server's row read and the row inserted, in a transaction). `Ok(None)`, with nothing written, unless `previous` is
     /// still the server's newest observation, successful and without
     /// problems, the server's identity is still `repeat.identity`, and the
     /// lease (if any) is still held: the caller then records it with

@@ -501,62 +501,35 @@ impl Session {
         Ok(ObservationId(id))
     }
 
-    /// [`crate::Store::record_repeat`]: the server's row locked (and its
-    /// lease shared) in one statement, then the row inserted as a copy of
-    /// the one it repeats, in a second, which reads after the lock and so
-    /// sees every observation of the server committed before.
+    /// [`crate::Store::record_repeat`], in one round trip: the function
+    /// schema version 6 defines locks the server's row (and shares its
+    /// lease), then inserts the copy with a snapshot taken after the lock.
     pub(super) fn record_repeat(
         &mut self,
         repeat: &crate::Repeat,
     ) -> Result<Option<ObservationId>, StoreError> {
         let err = self.write_err(&repeat.server, "a repeated observation");
-        let mut db = self.db().map_err(&err)?;
-        let mut tx = db.transaction().map_err(&err)?;
-        let (name, identity) = (repeat.server.as_bytes(), repeat.identity.as_str());
-        let server = match &repeat.lease {
-            None => tx.query_opt(
-                "SELECT id FROM servers WHERE name = $1 AND identity = $2 FOR UPDATE",
-                &[&name, &identity],
-            ),
-            Some(lease) => tx.query_opt(
-                "SELECT s.id FROM servers s JOIN leases l ON l.server = s.name
-                 WHERE s.name = $1 AND s.identity = $2 AND l.holder = $3 AND l.epoch = $4
-                 FOR UPDATE OF s FOR SHARE OF l",
-                &[&name, &identity, &lease.holder.as_bytes(), &lease.epoch],
-            ),
-        }
-        .map_err(&err)?;
-        let Some(server) = server else {
-            return Ok(None);
-        };
-        let server_id: i64 = server.try_get(0).map_err(&err)?;
-        let row = tx
-            .query_opt(
-                "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
-                     error, protocol_version, server_info_id, capabilities_id, instructions_id,
-                     tool_set_id, authorization_id)
-                 SELECT p.server_id, $3, $4, p.outcome, p.error, p.protocol_version,
-                     p.server_info_id, p.capabilities_id, p.instructions_id, p.tool_set_id,
-                     p.authorization_id
-                 FROM observations p
-                 WHERE p.id = $2 AND p.server_id = $1 AND p.outcome = 'ok'
-                   AND p.id = (SELECT max(id) FROM observations WHERE server_id = $1)
-                   AND NOT EXISTS (SELECT 1 FROM observation_problems WHERE observation_id = p.id)
-                 RETURNING id",
-                &[
-                    &server_id,
-                    &repeat.previous.0,
-                    &repeat.started_at_ms,
-                    &repeat.finished_at_ms,
-                ],
-            )
+        let holder = repeat.lease.as_ref().map(|l| l.holder.as_bytes());
+        let epoch = repeat.lease.as_ref().map(|l| l.epoch);
+        let id: Option<i64> = self
+            .db()
+            .and_then(|mut db| {
+                db.query_one(
+                    "SELECT plumbline_record_repeat($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &repeat.server.as_bytes(),
+                        &repeat.identity,
+                        &repeat.previous.0,
+                        &repeat.started_at_ms,
+                        &repeat.finished_at_ms,
+                        &holder,
+                        &epoch,
+                    ],
+                )
+            })
+            .and_then(|row| row.try_get(0))
             .map_err(&err)?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let id: i64 = row.try_get(0).map_err(&err)?;
-        tx.commit().map_err(&err)?;
-        Ok(Some(ObservationId(id)))
+        Ok(id.map(ObservationId))
     }
 
     pub(super) fn foreign_names(&mut self, server: &str) -> Result<Vec<String>, StoreError> {
