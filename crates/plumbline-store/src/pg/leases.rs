@@ -1,6 +1,9 @@
-//! Leases and claims on PostgreSQL: lease rows and due alerts are taken
-//! with `FOR UPDATE SKIP LOCKED`, so watchers claiming at the same moment
-//! never wait on each other and never take the same row.
+//! Leases and claims on PostgreSQL: a claim reads the lease rows without
+//! a lock and writes only those it changes, each only if it is still as
+//! read (`FOR UPDATE SKIP LOCKED` on that one row), so watchers claiming at
+//! the same moment never wait on each other and never take the same row,
+//! and a claim that renews (the usual one) locks no row. Due alerts are
+//! taken with `FOR UPDATE SKIP LOCKED` too.
 
 use postgres::Row;
 
@@ -24,6 +27,11 @@ impl Session {
         })
     }
 
+    /// A claim: the rows read without a lock, decided on, and only the
+    /// rows that change written, each under the condition that it is
+    /// still as read (and skipped if another claim or a recorder holds it
+    /// locked this moment): a watcher that renews what it holds, the
+    /// usual claim, locks and writes no lease row at all.
     pub(super) fn claim_leases(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {
         let what = "the leases";
         let err = self.derived_err(what);
@@ -62,15 +70,6 @@ impl Session {
             )
             .and_then(|row| row.try_get(0))
             .map_err(&err)?;
-        let rows = tx
-            .query(
-                &format!(
-                    "{LEASES} WHERE l.server = ANY($1) OR l.holder = $2
-                     ORDER BY l.server FOR UPDATE OF l SKIP LOCKED"
-                ),
-                &[&servers, &me],
-            )
-            .map_err(&err)?;
         let lease = |row: &Row| -> Result<Lease, StoreError> {
             let bytes = |i: usize| row.try_get::<_, Option<Vec<u8>>>(i).map_err(&err);
             let server = bytes(0)?.unwrap_or_default();
@@ -81,31 +80,43 @@ impl Session {
                 expires_at_ms: row.try_get(3).map_err(&err)?,
             })
         };
-        let mut rows = rows.iter().map(lease).collect::<Result<Vec<_>, _>>()?;
-        // This watcher's own rows that its recorder holds `FOR SHARE`
-        // right now were skipped above: they are still its own, and its
-        // share must count them.
-        let own = tx
-            .query(&format!("{LEASES} WHERE l.holder = $1"), &[&me])
-            .map_err(&err)?;
-        for row in own.iter().map(lease) {
-            let row = row?;
-            if !rows.iter().any(|r| r.server == row.server) {
-                rows.push(row);
-            }
-        }
+        let rows = tx
+            .query(
+                &format!("{LEASES} WHERE l.server = ANY($1) OR l.holder = $2 ORDER BY l.server"),
+                &[&servers, &me],
+            )
+            .map_err(&err)?
+            .iter()
+            .map(lease)
+            .collect::<Result<Vec<_>, _>>()?;
+        let seen: std::collections::HashMap<&str, &Lease> =
+            rows.iter().map(|l| (l.server.as_str(), l)).collect();
         for write in decide(claim, &rows, live.max(1) as u64) {
             match write {
                 // Renewed with the watcher's row, above.
                 LeaseWrite::Renew(_) => Ok(0),
-                LeaseWrite::Take(server, epoch) => tx.execute(
-                    "UPDATE leases SET holder = $2, epoch = $3, expires_at_ms = $4
-                     WHERE server = $1",
-                    &[&server.as_bytes(), &me, &epoch, &expires],
-                ),
+                LeaseWrite::Take(server, epoch) => {
+                    let was = seen[server.as_str()];
+                    tx.execute(
+                        "UPDATE leases SET holder = $2, epoch = $3, expires_at_ms = $4
+                         WHERE server = (SELECT server FROM leases
+                             WHERE server = $1 AND holder IS NOT DISTINCT FROM $5 AND epoch = $6
+                             FOR UPDATE SKIP LOCKED)",
+                        &[
+                            &server.as_bytes(),
+                            &me,
+                            &epoch,
+                            &expires,
+                            &was.holder.as_deref().map(str::as_bytes),
+                            &was.epoch,
+                        ],
+                    )
+                }
                 LeaseWrite::Release(server) => tx.execute(
-                    "UPDATE leases SET holder = NULL, expires_at_ms = 0 WHERE server = $1",
-                    &[&server.as_bytes()],
+                    "UPDATE leases SET holder = NULL, expires_at_ms = 0
+                     WHERE server = (SELECT server FROM leases
+                         WHERE server = $1 AND holder = $2 FOR UPDATE SKIP LOCKED)",
+                    &[&server.as_bytes(), &me],
                 ),
             }
             .map_err(&err)?;
