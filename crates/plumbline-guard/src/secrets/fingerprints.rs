@@ -1,18 +1,17 @@
-//! Pieces of the user's own secrets, kept as fingerprints: a keyed rolling
-//! hash of every window of [`WINDOW`] bytes of each secret piece, and of
-//! each whole piece shorter than that but at least [`MIN_PIECE`] long, so
-//! that a text holding any such run of a secret (a quoted fragment, one
-//! line of a key) is found, while the secret itself is not kept. The key
-//! (the hash's base) is drawn per process, and the set lives in memory
-//! only.
+//! Pieces of the user's own secrets, kept as fingerprints: a keyed hash of
+//! every window of [`WINDOW`] bytes of each secret piece, and of each
+//! whole piece shorter than that but at least [`MIN_PIECE`] long, so that
+//! a text holding any such run of a secret (a quoted fragment, one line of
+//! a key) is found, while the secret itself is not kept. The keys are
+//! drawn per process, and the set lives in memory only.
 //!
-//! A text is read in one pass per window length (two: [`WINDOW`] and
-//! [`MIN_PIECE`], the start of a short piece), each position costing a
-//! multiply-add and one bit of a filter; only a position whose bit is set
-//! is looked up. The arithmetic is modulo 2^64 with a random odd base:
-//! the inputs known to collide under every such base (Thue–Morse strings)
-//! are thousands of bytes long, and a window is 24; a collision could at
-//! worst refuse a benign call, never let a secret through.
+//! A text is read in one pass: at each position, its next 8 bytes (one
+//! load) are hashed with one multiplication to a bit of a filter that
+//! holds the first 8 bytes of every window and short piece kept; only
+//! where the bit is set (a few per cent of positions) is the window
+//! hashed whole and looked up. A window of a secret starts with one of the
+//! marked 8-byte runs, so nothing held is passed over; a hash collision
+//! could at worst refuse a benign call, never let a secret through.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -22,6 +21,9 @@ pub const WINDOW: usize = 24;
 /// The shortest secret piece kept (a password of fewer bytes is not
 /// told from ordinary words).
 pub const MIN_PIECE: usize = 10;
+
+/// The bytes a position's filter bit is drawn from.
+const GRAM: usize = 8;
 
 /// The filter's size, in bits (a power of two): 32 KiB, which stays in
 /// a core's first-level cache; a typical home's few thousand fingerprints
@@ -48,8 +50,7 @@ impl Hasher for Identity {
 
 type Map<V> = HashMap<u64, V, BuildHasherDefault<Identity>>;
 
-/// A short piece, found by its first [`MIN_PIECE`] bytes and checked
-/// whole.
+/// A short piece, found by its first [`GRAM`] bytes and checked whole.
 struct Short {
     len: usize,
     hash: u64,
@@ -59,13 +60,13 @@ struct Short {
 /// Fingerprints of secret pieces, each tagged with the source it came
 /// from.
 pub struct Fingerprints {
-    base: u64,
-    /// `base^(WINDOW - 1)` and `base^(MIN_PIECE - 1)`.
-    top_window: u64,
-    top_short: u64,
+    /// Keys of the gram, window and whole-piece hashes.
+    keys: [u64; 4],
     windows: Map<u16>,
+    /// By the hash of their first [`GRAM`] bytes.
     shorts: Map<Vec<Short>>,
-    /// One bit per hash (its top bits), windows and short starts alike.
+    /// One bit per gram hash (its top bits): the first gram of every
+    /// window and short piece kept.
     filter: Vec<u64>,
 }
 
@@ -75,17 +76,34 @@ impl Default for Fingerprints {
     }
 }
 
+/// The odd constant of Fibonacci hashing (2^64 / φ).
+const PHI: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Eight bytes at `at` (which must have them), as one number.
+#[inline(always)]
+fn load(text: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&text[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+#[inline(always)]
+fn mix(x: u64, key: u64) -> u64 {
+    let x = (x ^ key).wrapping_mul(PHI);
+    x ^ (x >> 29)
+}
+
 impl Fingerprints {
     pub fn new() -> Fingerprints {
         use std::hash::BuildHasher;
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(0x9e37_79b9_7f4a_7c15);
-        let base = h.finish() | 1 | (1 << 40);
-        let power = |n: usize| (0..n).fold(1u64, |p, _| p.wrapping_mul(base));
+        let state = std::collections::hash_map::RandomState::new();
+        let key = |n: u64| {
+            let mut h = state.build_hasher();
+            h.write_u64(n);
+            h.finish()
+        };
         Fingerprints {
-            base,
-            top_window: power(WINDOW - 1),
-            top_short: power(MIN_PIECE - 1),
+            keys: [key(1), key(2), key(3), key(4)],
             windows: Map::default(),
             shorts: Map::default(),
             filter: vec![0; FILTER_BITS / 64],
@@ -101,24 +119,46 @@ impl Fingerprints {
         self.windows.is_empty() && self.shorts.is_empty()
     }
 
-    fn hash(&self, bytes: &[u8]) -> u64 {
-        bytes.iter().fold(0u64, |h, &b| {
-            h.wrapping_mul(self.base).wrapping_add(u64::from(b) + 1)
-        })
+    /// The hash of the [`GRAM`] bytes at `at`: the filter's bit is its top
+    /// bits, and short pieces are found by it.
+    #[inline(always)]
+    fn gram(&self, text: &[u8], at: usize) -> u64 {
+        (load(text, at) ^ self.keys[0]).wrapping_mul(PHI)
     }
 
-    fn bit(h: u64) -> (usize, u64) {
-        let i = (h >> (64 - FILTER_BITS.trailing_zeros())) as usize;
+    /// The hash of the [`WINDOW`] bytes at `at`.
+    #[inline(always)]
+    fn window(&self, text: &[u8], at: usize) -> u64 {
+        let a = mix(load(text, at), self.keys[1]);
+        let b = mix(load(text, at + 8) ^ a.rotate_left(23), self.keys[2]);
+        mix(load(text, at + 16) ^ b.rotate_left(17), self.keys[3])
+    }
+
+    /// The hash of a whole (short) piece.
+    fn hash(&self, bytes: &[u8]) -> u64 {
+        let mut h = mix(bytes.len() as u64, self.keys[3]);
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            h = mix(u64::from_le_bytes(word) ^ h.rotate_left(31), self.keys[1]);
+        }
+        h
+    }
+
+    #[inline(always)]
+    fn bit(g: u64) -> (usize, u64) {
+        let i = (g >> (64 - FILTER_BITS.trailing_zeros())) as usize;
         (i / 64, 1 << (i % 64))
     }
 
-    fn mark(&mut self, h: u64) {
-        let (word, bit) = Self::bit(h);
+    fn mark(&mut self, g: u64) {
+        let (word, bit) = Self::bit(g);
         self.filter[word] |= bit;
     }
 
-    fn marked(&self, h: u64) -> bool {
-        let (word, bit) = Self::bit(h);
+    #[inline(always)]
+    fn marked(&self, g: u64) -> bool {
+        let (word, bit) = Self::bit(g);
         self.filter[word] & bit != 0
     }
 
@@ -131,7 +171,7 @@ impl Fingerprints {
             return;
         }
         if piece.len() < WINDOW {
-            let start = self.hash(&piece[..MIN_PIECE]);
+            let start = self.gram(piece, 0);
             let whole = self.hash(piece);
             self.mark(start);
             self.shorts.entry(start).or_default().push(Short {
@@ -141,86 +181,36 @@ impl Fingerprints {
             });
             return;
         }
-        let mut hashes = Vec::with_capacity(piece.len() + 1 - WINDOW);
-        self.roll(piece, WINDOW, self.top_window, &mut |_, h| {
-            hashes.push(h);
-            false
-        });
-        for h in hashes {
-            self.mark(h);
-            self.windows.entry(h).or_insert(source);
+        for at in 0..=piece.len() - WINDOW {
+            let (g, w) = (self.gram(piece, at), self.window(piece, at));
+            self.mark(g);
+            self.windows.entry(w).or_insert(source);
         }
     }
 
-    /// Calls `each` with the start and hash of every window of `len` bytes
-    /// of `text`, in order, until it returns true; whether it did.
-    fn roll(
-        &self,
-        text: &[u8],
-        len: usize,
-        top: u64,
-        each: &mut dyn FnMut(usize, u64) -> bool,
-    ) -> bool {
-        if text.len() < len {
-            return false;
-        }
-        let mut h = self.hash(&text[..len]);
-        if each(0, h) {
-            return true;
-        }
-        for i in len..text.len() {
-            let out = u64::from(text[i - len]) + 1;
-            h = h
-                .wrapping_sub(out.wrapping_mul(top))
-                .wrapping_mul(self.base)
-                .wrapping_add(u64::from(text[i]) + 1);
-            if each(i + 1 - len, h) {
-                return true;
-            }
-        }
-        false
-    }
-
-    /// The source of a run of a kept secret that `text` holds, if any: one
-    /// pass, both window lengths rolled together.
+    /// The source of a run of a kept secret that `text` holds, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<u16> {
-        let (windows, shorts) = (!self.windows.is_empty(), !self.shorts.is_empty());
-        if (!windows || text.len() < WINDOW) && (!shorts || text.len() < MIN_PIECE) {
+        if self.is_empty() || text.len() < MIN_PIECE {
             return None;
         }
-        let b = self.base;
-        // What a byte leaving a window weighs once the window has moved on:
-        // base^WINDOW and base^MIN_PIECE, one multiplication each per byte.
-        let (out_w, out_s) = (
-            self.top_window.wrapping_mul(b),
-            self.top_short.wrapping_mul(b),
-        );
-        let (mut w, mut s) = (0u64, 0u64);
-        for (i, &byte) in text.iter().enumerate() {
-            let c = u64::from(byte) + 1;
-            w = w.wrapping_mul(b).wrapping_add(c);
-            s = s.wrapping_mul(b).wrapping_add(c);
-            if i >= WINDOW {
-                w = w.wrapping_sub((u64::from(text[i - WINDOW]) + 1).wrapping_mul(out_w));
+        let windows = !self.windows.is_empty();
+        for at in 0..=text.len() - GRAM {
+            let g = self.gram(text, at);
+            if !self.marked(g) {
+                continue;
             }
-            if i >= MIN_PIECE {
-                s = s.wrapping_sub((u64::from(text[i - MIN_PIECE]) + 1).wrapping_mul(out_s));
-            }
-            if windows && i + 1 >= WINDOW && self.marked(w) {
-                if let Some(&source) = self.windows.get(&w) {
+            if windows && at + WINDOW <= text.len() {
+                if let Some(&source) = self.windows.get(&self.window(text, at)) {
                     return Some(source);
                 }
             }
-            if shorts && i + 1 >= MIN_PIECE && self.marked(s) {
-                let at = i + 1 - MIN_PIECE;
-                if let Some(found) = self.shorts.get(&s).and_then(|candidates| {
-                    candidates.iter().find(|c| {
-                        text.get(at..at + c.len)
-                            .is_some_and(|win| self.hash(win) == c.hash)
-                    })
-                }) {
-                    return Some(found.source);
-                }
+            if let Some(found) = self.shorts.get(&g).and_then(|candidates| {
+                candidates.iter().find(|c| {
+                    text.get(at..at + c.len)
+                        .is_some_and(|piece| self.hash(piece) == c.hash)
+                })
+            }) {
+                return Some(found.source);
             }
         }
         None
