@@ -3,13 +3,19 @@
 //! `~/.netrc`, the `.env*` files of the client's working directory, and
 //! the values of environment variables whose names say they are secrets.
 //!
-//! Each file is read bounded ([`MAX_FILE`]), only when it is a regular
-//! file, and never through a symbolic link that leads out of the home
-//! directory (or, for `.env*`, out of the working directory); one that is
-//! absent or refused is skipped. The sources are looked at again when
-//! asked ([`Sources::refresh`], at most every [`RECHECK`]), and their
-//! fingerprints rebuilt when one changed. What is kept is fingerprints
-//! ([`Fingerprints`]), never the secrets.
+//! Each file is read bounded ([`MAX_FILE`]: never more than that is read
+//! into memory), only when it is a regular file (checked on the file
+//! opened, which is opened without blocking, so a FIFO put in a key's
+//! place cannot hang the guard), and never through a symbolic link that
+//! leads out of the home directory (or, for `.env*`, out of the working
+//! directory); one that is absent or refused is skipped. gcloud keeps its
+//! tokens in SQLite files (`credentials.db`, `access_tokens.db`): their
+//! token-like runs (24 or more bytes of a token's characters) are kept.
+//! The sources are looked at again when asked ([`Sources::refresh`], at
+//! most every [`RECHECK`]), a file and what its link leads to alike, and
+//! their fingerprints rebuilt when one changed. What is kept is
+//! fingerprints ([`Fingerprints`]), never the secrets: the variables'
+//! values are fingerprinted once, when the guard starts, and dropped.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -23,21 +29,28 @@ const MAX_GCLOUD_FILES: usize = 64;
 /// How often the sources are looked at again for changes.
 pub const RECHECK: Duration = Duration::from_secs(2);
 
-/// What the files looked like when last read: a change rebuilds.
-type Stamp = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
+/// What a file looked like when last read, itself and what a link leads
+/// to: a change of either rebuilds.
+type Stamp = Vec<(
+    PathBuf,
+    Option<(SystemTime, u64)>,
+    Option<(SystemTime, u64)>,
+)>;
 
 pub struct Sources {
     home: Option<PathBuf>,
     cwd: Option<PathBuf>,
-    env: Vec<(String, String)>,
     stamp: Stamp,
     checked: Option<Instant>,
-    /// Every source's fingerprints, each tagged with its index in
-    /// `sources`.
+    /// The files' fingerprints, each tagged with its index in `sources`.
     fingerprints: Fingerprints,
-    /// The sources read, named for messages (`~/.ssh/id_ed25519`,
-    /// `$GITHUB_TOKEN`).
+    /// The secret-named variables' fingerprints (made once), each tagged
+    /// with its index in `variables`.
+    env: Fingerprints,
+    /// The files read, named for messages (`~/.ssh/id_ed25519`).
     pub sources: Vec<String>,
+    /// The variables fingerprinted (`$GITHUB_TOKEN`).
+    pub variables: Vec<String>,
 }
 
 impl Sources {
@@ -48,18 +61,30 @@ impl Sources {
         cwd: Option<PathBuf>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Sources {
-        let env = env
-            .into_iter()
-            .filter(|(k, v)| plumbline_base::redact::is_secret_name(k) && !v.trim().is_empty())
-            .collect();
+        let mut fingerprints = Fingerprints::new();
+        let mut variables = Vec::new();
+        for (name, value) in env {
+            if !plumbline_base::redact::is_secret_name(&name) || value.trim().is_empty() {
+                continue;
+            }
+            let Ok(index) = u16::try_from(variables.len()) else {
+                break;
+            };
+            let before = fingerprints.len();
+            fingerprints.add(value.as_bytes(), index);
+            if fingerprints.len() > before {
+                variables.push(format!("${name}"));
+            }
+        }
         let mut s = Sources {
             home,
             cwd,
-            env,
             stamp: Vec::new(),
             checked: None,
             fingerprints: Fingerprints::new(),
+            env: fingerprints,
             sources: Vec::new(),
+            variables,
         };
         s.rebuild();
         s
@@ -105,6 +130,13 @@ impl Sources {
             gcloud.sort();
             gcloud.truncate(MAX_GCLOUD_FILES);
             out.extend(gcloud.into_iter().map(|p| (p, Kind::Json, home.as_path())));
+            for db in ["credentials.db", "access_tokens.db"] {
+                out.push((
+                    home.join(".config/gcloud").join(db),
+                    Kind::TokenStore,
+                    home.as_path(),
+                ));
+            }
         }
         if let Some(cwd) = &self.cwd {
             if let Ok(dir) = std::fs::read_dir(cwd) {
@@ -125,12 +157,15 @@ impl Sources {
     }
 
     fn stamp_now(&self) -> Stamp {
+        let of = |m: std::io::Result<std::fs::Metadata>| {
+            m.ok().and_then(|m| Some((m.modified().ok()?, m.len())))
+        };
         self.files()
             .into_iter()
             .map(|(p, _, _)| {
-                let meta = std::fs::symlink_metadata(&p).ok();
-                let stamp = meta.and_then(|m| Some((m.modified().ok()?, m.len())));
-                (p, stamp)
+                let (itself, target) =
+                    (of(std::fs::symlink_metadata(&p)), of(std::fs::metadata(&p)));
+                (p, itself, target)
             })
             .collect()
     }
@@ -152,13 +187,10 @@ impl Sources {
             }
         };
         for (path, kind, within) in self.files() {
-            let Some(text) = read_within(&path, within) else {
+            let Some(bytes) = read_within(&path, within) else {
                 continue;
             };
-            add(self.shown(&path), kind.pieces(&text), &mut f);
-        }
-        for (name, value) in &self.env {
-            add(format!("${name}"), vec![value.clone()], &mut f);
+            add(self.shown(&path), kind.pieces(&bytes), &mut f);
         }
         self.fingerprints = f;
         self.sources = sources;
@@ -174,10 +206,17 @@ impl Sources {
 
     /// The source holding a run of `text`, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<&str> {
+        fn named(names: &[String], i: u16) -> Option<&str> {
+            names.get(usize::from(i)).map(String::as_str)
+        }
         self.fingerprints
             .found_in(text)
-            .and_then(|i| self.sources.get(usize::from(i)))
-            .map(String::as_str)
+            .and_then(|i| named(&self.sources, i))
+            .or_else(|| {
+                self.env
+                    .found_in(text)
+                    .and_then(|i| named(&self.variables, i))
+            })
     }
 }
 
@@ -202,23 +241,34 @@ fn walk_json(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `path`'s text, when it is a regular file of at most [`MAX_FILE`] bytes
-/// that is, or whose links lead, within `within`.
-pub fn read_within(path: &Path, within: &Path) -> Option<String> {
+/// `path`'s bytes, when it is a regular file of at most [`MAX_FILE`]
+/// bytes that is, or whose links lead, within `within`. Opened without
+/// blocking (a FIFO opens at once) and checked on the file opened, so
+/// what was checked is what is read; never more than [`MAX_FILE`] and a
+/// byte is read, however the file grows meanwhile.
+pub fn read_within(path: &Path, within: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     let real = std::fs::canonicalize(path).ok()?;
     let root = std::fs::canonicalize(within).ok()?;
     if !real.starts_with(&root) {
         return None;
     }
-    let meta = std::fs::metadata(&real).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(&real)
+        .ok()?;
+    let meta = file.metadata().ok()?;
     if !meta.is_file() || meta.len() > MAX_FILE {
         return None;
     }
-    let bytes = std::fs::read(&real).ok()?;
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes).ok()?;
     if bytes.len() as u64 > MAX_FILE {
         return None;
     }
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    Some(bytes)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -228,12 +278,33 @@ enum Kind {
     Netrc,
     Json,
     DotEnv,
+    /// A SQLite file of tokens (gcloud's): its token-like runs.
+    TokenStore,
+}
+
+/// A byte a token is made of (base64, base64url, JWT and gcloud's
+/// `1//…` refresh tokens alike).
+fn token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'+' | b'=' | b'~')
 }
 
 impl Kind {
-    /// The secret pieces of a file's text.
-    fn pieces(self, text: &str) -> Vec<String> {
+    /// The secret pieces of a file's bytes.
+    fn pieces(self, bytes: &[u8]) -> Vec<String> {
+        if let Kind::TokenStore = self {
+            // Runs of a token's characters at least a window long: the
+            // tokens, never the table and column names (shorter) or
+            // account names (an `@`).
+            return bytes
+                .split(|&b| !token_byte(b))
+                .filter(|run| run.len() >= super::fingerprints::WINDOW)
+                .map(|run| String::from_utf8_lossy(run).into_owned())
+                .collect();
+        }
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.as_ref();
         match self {
+            Kind::TokenStore => Vec::new(),
             // Only a private key: each line of its body.
             Kind::PrivateKey if text.contains("PRIVATE KEY") => text
                 .lines()
@@ -296,7 +367,7 @@ fn json_secrets(v: &serde_json::Value, out: &mut Vec<String>) {
                 match v {
                     serde_json::Value::String(s) if plumbline_base::redact::is_secret_name(k) => {
                         if s.contains("PRIVATE KEY") {
-                            out.extend(Kind::PrivateKey.pieces(s));
+                            out.extend(Kind::PrivateKey.pieces(s.as_bytes()));
                         } else {
                             out.push(s.clone());
                         }
@@ -374,6 +445,7 @@ mod tests {
             found("ghp_envtokenvalue12345").as_deref(),
             Some("$GITHUB_TOKEN")
         );
+        assert_eq!(s.variables, ["$GITHUB_TOKEN"]);
         // Not secrets: a public key, ordinary settings, the home path.
         for benign in [
             "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6",
@@ -398,5 +470,73 @@ mod tests {
         // Nothing at all is fine.
         let none = Sources::new(Some(dir.path().join("nobody")), None, []);
         assert!(none.sources.is_empty());
+    }
+
+    /// Issue 37, item 4: a file over the size bound, a FIFO in a key's
+    /// place (which would block a plain open) and a directory are skipped
+    /// at once; a key that is a link within the home is re-read when what
+    /// it leads to changes; gcloud's SQLite token store gives its tokens,
+    /// not its table or account names.
+    #[test]
+    fn odd_files_are_skipped_and_linked_keys_and_token_stores_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let big = format!(
+            "machine m login a password {}\n",
+            "too-big-netrc-password-".repeat(50_000)
+        );
+        assert!(big.len() as u64 > MAX_FILE);
+        write(&home.join(".netrc"), &big);
+        std::fs::create_dir_all(home.join(".ssh/id_dir")).unwrap();
+        nix::unistd::mkfifo(
+            &home.join(".ssh/id_fifo"),
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+        let real = home.join("keys/current");
+        write(
+            &real,
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nFIRSTKEYFIRSTKEYFIRSTKEYFIRSTKEY\n-----END OPENSSH PRIVATE KEY-----\n",
+        );
+        std::os::unix::fs::symlink(&real, home.join(".ssh/id_rsa")).unwrap();
+        {
+            std::fs::create_dir_all(home.join(".config/gcloud")).unwrap();
+            let db =
+                rusqlite::Connection::open(home.join(".config/gcloud/credentials.db")).unwrap();
+            db.execute_batch(
+                "CREATE TABLE credentials (account_id TEXT PRIMARY KEY, value BLOB);
+                 INSERT INTO credentials VALUES ('alice@example.com',
+                     '{\"client_id\": \"32555940559.apps\", \"refresh_token\": \"1//0gSqliteStoredRefreshTokenValue\", \"type\": \"authorized_user\"}');",
+            )
+            .unwrap();
+        }
+        let started = Instant::now();
+        let mut s = Sources::new(Some(home.clone()), None, []);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "blocked on the FIFO"
+        );
+        assert!(s.found_in(b"too-big-netrc-password-too-big").is_none());
+        assert!(s.found_in(b"FIRSTKEYFIRSTKEYFIRSTKEYFIRSTKEY").is_some());
+        assert_eq!(
+            s.found_in(b"use 1//0gSqliteStoredRefreshTokenValue now"),
+            Some("~/.config/gcloud/credentials.db")
+        );
+        for benign in [
+            "alice@example.com",
+            "account_id TEXT PRIMARY KEY",
+            "authorized_user",
+        ] {
+            assert!(s.found_in(benign.as_bytes()).is_none(), "{benign}");
+        }
+        // The key the link leads to is replaced: read again.
+        write(
+            &real,
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nSECONDKEYSECONDKEYSECONDKEYSECOND\n-----END OPENSSH PRIVATE KEY-----\n",
+        );
+        s.checked = None;
+        assert!(s.refresh());
+        assert!(s.found_in(b"SECONDKEYSECONDKEYSECONDKEYSECOND").is_some());
+        assert!(s.found_in(b"FIRSTKEYFIRSTKEYFIRSTKEYFIRSTKEY").is_none());
     }
 }
