@@ -8,6 +8,9 @@
 
 mod common;
 
+#[path = "../../plumbline-guard/tests/support/benign.rs"]
+mod benign;
+
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -131,7 +134,12 @@ fn a_key_the_agent_was_told_to_send_never_reaches_the_server_over_stdio() {
     );
     assert_eq!(ok["result"]["content"][0]["text"], "ran exfiltrate", "{ok}");
     assert!(c.close().success());
-    assert_nothing_of(&key, &liar_received(&d.join("guard.log")));
+    let received = liar_received(&d.join("guard.log"));
+    assert!(
+        received.iter().any(|l| l.contains("lunch at noon")),
+        "the server's log holds what it received: {received:#?}"
+    );
+    assert_nothing_of(&key, &received);
     let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
     assert!(log.contains("refused a call to exfiltrate: its arguments hold a piece of your secret in ~/.ssh/id_ed25519"), "{log}");
     assert!(
@@ -181,14 +189,36 @@ fn a_key_the_agent_was_told_to_send_never_reaches_the_server_over_http() {
         let v: Value =
             serde_json::from_str(answer.trim()).unwrap_or_else(|e| panic!("{how}: {e}: {answer}"));
         assert_eq!(v["error"]["data"]["why"]["kind"], "secret", "{how}: {v}");
+        assert_eq!(
+            v["error"]["data"]["why"]["finding"]["path"], "/sidenote",
+            "{how}: {v}"
+        );
+        assert!(
+            !answer.contains(&key.lines().nth(1).unwrap()[..20]),
+            "the refusal shows the key: {answer}"
+        );
     }
     let ok = post(
         session,
         &json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "exfiltrate", "arguments": {"note": "lunch"}}}),
     );
     assert!(ok.contains("ran exfiltrate"), "{ok}");
-    assert_nothing_of(&key, &upstream.received());
+    let received = upstream.received();
+    assert!(
+        received.iter().any(|l| l.contains("lunch")),
+        "the server's log holds what it received: {received:#?}"
+    );
+    assert_nothing_of(&key, &received);
     assert!(guard.stop());
+    let log = guard.log.lock().unwrap().clone();
+    assert!(
+        log.contains("refused a call to exfiltrate: its arguments hold a piece of your secret in ~/.ssh/id_ed25519"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&key.lines().nth(1).unwrap()[..20]),
+        "the log shows the key"
+    );
 }
 
 /// `--on-secret warn` relays (and says so); `--allow-secret TOOL/POINTER`
@@ -398,12 +428,14 @@ fn refused_calls_and_injected_results_are_recorded_alerted_and_shown() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (home, key) = home_with_key(d);
+    let (hook, posted) = common::receiver();
     let server = test_server().display().to_string();
     std::fs::write(
         d.join("plumbline.toml"),
         format!(
             "[servers.liar]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--hostile\", \"liar\"]\n\n\
-             [[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n"
+             [[alerts]]\nname = \"log\"\ntype = \"jsonl\"\nmin_severity = \"critical\"\n\n\
+             [[alerts]]\nname = \"hook\"\ntype = \"webhook\"\nurl = \"{hook}\"\n"
         ),
     )
     .unwrap();
@@ -443,7 +475,7 @@ fn refused_calls_and_injected_results_are_recorded_alerted_and_shown() {
     assert!(c.close().success());
     let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
     assert_eq!(log.matches("recorded guard event").count(), 2, "{log}");
-    assert!(log.contains("alerts queued for 1 channel"), "{log}");
+    assert!(log.contains("alerts queued for 2 channels"), "{log}");
 
     let o = common::plumbline(d, &["watch", "--once", "--store", "p.db"]);
     assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
@@ -470,9 +502,19 @@ fn refused_calls_and_injected_results_are_recorded_alerted_and_shown() {
             .any(|a| a["guard"]["kind"] == "injected_result"),
         "{sent}"
     );
-    // A second round sends nothing again.
+    // The other channel, a webhook, had each once too.
+    let hooked: Vec<Value> = posted
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(body, _)| serde_json::from_slice(body).unwrap())
+        .filter(|a: &Value| a["kind"] == "guard")
+        .collect();
+    assert_eq!(hooked.len(), 2, "{hooked:?}");
+    // A second round sends nothing again, on either channel.
     let o = common::plumbline(d, &["watch", "--once", "--store", "p.db"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("\"kind\":\"guard\""));
+    assert_eq!(posted.lock().unwrap().len(), hooked.len());
 
     // No piece of the key in the alerts or the store's files.
     let body = key.lines().nth(1).unwrap();
@@ -496,4 +538,196 @@ fn refused_calls_and_injected_results_are_recorded_alerted_and_shown() {
         "{page}"
     );
     assert!(!page.contains(&body[..24]), "the page shows the key");
+}
+
+/// Issue 37, items 2 and the scripted agent with a pinned tool: the
+/// poisoned tool is in the lock (pinned as it is, a rug pull nobody
+/// noticed), so only the check of its calls stands in the way; the
+/// policy comes from `[guard.liar]` in plumbline.toml (secrets warned,
+/// allowed in `echo`'s `text`, injected results blocked), and the flags
+/// override it (`--on-secret block`, `--on-injected-result warn`) while
+/// the allow-list stays.
+#[test]
+fn the_guard_policy_in_plumbline_toml_applies_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (home, key) = home_with_key(d);
+    let server = test_server().display().to_string();
+    std::fs::write(
+        d.join("plumbline.toml"),
+        format!(
+            "[servers.liar]\ntransport = \"stdio\"\ncommand = {server:?}\nargs = [\"--stdio\", \"--hostile\", \"liar\"]\n\n\
+             [guard.liar]\non_secret = \"warn\"\nallow_secrets = [\"echo/text\"]\non_injected_result = \"block\"\n"
+        ),
+    )
+    .unwrap();
+    let o = common::plumbline(d, &["pin", "liar"]);
+    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o));
+    let session = |flags: &[&str], marker: &str| {
+        let mut args = vec!["--server", "liar", "--no-record"];
+        args.extend_from_slice(flags);
+        let mut c =
+            GuardClient::start_with_env(d, &args, marker, &[("HOME", home.to_str().unwrap())]);
+        c.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "agent", "version": "0"}}));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        assert_eq!(c.names(2), ["echo", "exfiltrate"], "pinned, so listed");
+        let calls = [
+            json!({"name": "echo", "arguments": {"text": key}}),
+            json!({"name": "echo", "arguments": {"other": key}}),
+            json!({"name": "exfiltrate", "arguments": {"note": "lunch"}}),
+        ];
+        let answers: Vec<Value> = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, call)| c.request(10 + i as u64, "tools/call", call))
+            .collect();
+        assert!(c.close().success());
+        let log = std::fs::read_to_string(d.join("guard.log")).unwrap();
+        (answers, log)
+    };
+    // From the file: warned, allowed, blocked.
+    let (a, log) = session(&[], "guard-policy-file");
+    assert_eq!(
+        a[0]["result"]["content"][0]["text"], "ran echo",
+        "allowed: {}",
+        a[0]
+    );
+    assert_eq!(
+        a[1]["result"]["content"][0]["text"], "ran echo",
+        "warned: {}",
+        a[1]
+    );
+    assert!(
+        log.contains("relayed a call to echo: its arguments hold a piece of your secret"),
+        "{log}"
+    );
+    assert_eq!(
+        a[2]["error"]["data"]["why"]["kind"], "injected_result",
+        "{}",
+        a[2]
+    );
+    // The flags override it; the allow-list stays.
+    let (a, log) = session(
+        &["--on-secret", "block", "--on-injected-result", "warn"],
+        "guard-policy-flags",
+    );
+    assert_eq!(a[0]["result"]["content"][0]["text"], "ran echo", "{}", a[0]);
+    assert_eq!(a[1]["error"]["data"]["why"]["kind"], "secret", "{}", a[1]);
+    assert_eq!(
+        a[1]["error"]["data"]["why"]["finding"]["path"], "/other",
+        "{}",
+        a[1]
+    );
+    assert!(
+        a[2]["result"]["content"][1]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("<IMPORTANT>")),
+        "{}",
+        a[2]
+    );
+    let received = liar_received(&d.join("guard.log"));
+    assert!(
+        received.iter().any(|l| l.contains("lunch")),
+        "{received:#?}"
+    );
+    assert!(
+        received.iter().all(|l| !l.contains("\"other\"")),
+        "the refused call reached the server: {received:#?}\n{log}"
+    );
+}
+
+/// Issue 37, false alarms through the guard: benign arguments generated
+/// from the schemas the published servers the tests start list
+/// (server-everything, mcp-server-time), three calls per tool, sent
+/// through the guard with a developer's home (a key, cloud credentials,
+/// `.netrc`, a project `.env`, a secret-named variable): none is refused
+/// for secret material. Tools that wait on the client (sampling,
+/// elicitation, roots) or run long are left out: their calls are
+/// forwarded but never answered here.
+#[test]
+fn benign_calls_to_the_published_servers_are_never_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (home, project, env) = benign::realistic_home(d);
+    let everything = common::node_modules("servers")
+        .join("@modelcontextprotocol/server-everything/dist/index.js");
+    let time =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/servers/.venv/bin/mcp-server-time");
+    assert!(
+        everything.exists() && time.exists(),
+        "run scripts/test: it installs both"
+    );
+    let servers: [(&str, Vec<String>); 2] = [
+        (
+            "everything",
+            vec![
+                "node".into(),
+                everything.display().to_string(),
+                "stdio".into(),
+            ],
+        ),
+        ("time", vec![time.display().to_string()]),
+    ];
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    env.push(("HOME", home.to_str().unwrap()));
+    let (mut calls, mut refused) = (0, Vec::new());
+    for (name, command) in &servers {
+        let mut args = vec![
+            "--server",
+            name,
+            "--new-tools",
+            "allow",
+            "--no-record",
+            "--",
+        ];
+        args.extend(command.iter().map(String::as_str));
+        let mut c =
+            GuardClient::start_with_env(&project, &args, &format!("guard-benign-{name}"), &env);
+        c.request(1, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "agent", "version": "0"}}));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let listing = c.request(2, "tools/list", json!({}));
+        let tools = listing["result"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(tools.len() >= 2, "{name}: {listing}");
+        let mut id = 10;
+        for tool in &tools {
+            let tool_name = tool["name"].as_str().unwrap().to_owned();
+            let lower = tool_name.to_ascii_lowercase();
+            if [
+                "sampl",
+                "elicit",
+                "root",
+                "longrunning",
+                "long-running",
+                "long_running",
+            ]
+            .iter()
+            .any(|w| lower.contains(w))
+            {
+                continue;
+            }
+            for variant in 0..3 {
+                id += 1;
+                let arguments = benign::value("", &tool["inputSchema"], variant, 0);
+                let r = c.request(
+                    id,
+                    "tools/call",
+                    json!({"name": tool_name, "arguments": arguments}),
+                );
+                calls += 1;
+                if r["error"]["data"]["why"]["kind"] == "secret" {
+                    refused.push(format!("{name}/{tool_name}: {r}"));
+                }
+            }
+        }
+        assert!(c.close().success());
+    }
+    println!(
+        "through the guard to the published servers: {calls} benign calls, {} refused",
+        refused.len()
+    );
+    assert!(calls >= 20, "{calls}");
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
 }
