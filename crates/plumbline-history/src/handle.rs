@@ -73,6 +73,23 @@ impl History {
         crate::record_with(&mut self.store, grader, batch, &mut self.repeats)
     }
 
+    /// Whether `o` repeats what this handle last recorded of its server:
+    /// [`History::record_repeats`] would record it as a copy.
+    pub fn repeats(&self, o: &crate::Observed) -> bool {
+        self.repeats.repeats(o)
+    }
+
+    /// Records each of `batch` that repeats what this handle last recorded
+    /// of its server as a copy, all in one transaction
+    /// ([`crate::record_repeats`]); the rest are left (`None`) for
+    /// [`History::record`].
+    pub fn record_repeats(
+        &mut self,
+        batch: &[crate::Observed],
+    ) -> Result<Vec<Option<crate::Recorded>>, crate::HistoryError> {
+        crate::record_repeats(&mut self.store, batch, &mut self.repeats)
+    }
+
     /// This history's id, for alerts' delivery ids
     /// ([`plumbline_store::Store::history_id`]).
     pub fn history_id(&self) -> Result<String, StoreError> {

@@ -43,7 +43,7 @@ pub use plumbline_store::{
     ReviewStatus, Server, StoreError, ToolHistoryEntry,
 };
 pub use read::{Changes, ToolChange};
-pub use record::{record, record_with, regrade, Observed, Recorded, Repeats};
+pub use record::{record, record_repeats, record_with, regrade, Observed, Recorded, Repeats};
 
 /// Why a history operation failed.
 #[derive(Debug, thiserror::Error)]

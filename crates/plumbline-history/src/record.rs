@@ -57,7 +57,7 @@ pub struct Recorded {
 /// What a recorder remembers of each server's last observation: its id
 /// and the fingerprint of the listing it was recorded from, so that a
 /// listing repeating it exactly (the common case for a watcher) is
-/// recorded as a copy in two statements ([`Store::record_repeat`])
+/// recorded as a copy ([`Store::record_repeats`])
 /// rather than stored, compared and graded again.
 #[derive(Debug, Default)]
 pub struct Repeats {
@@ -263,7 +263,7 @@ pub fn record(
 
 /// [`record`], remembering in `repeats` what each server's last listing
 /// was, so that a listing that repeats it exactly is recorded as a copy of
-/// its observation ([`Store::record_repeat`], two statements and the
+/// its observation ([`Store::record_repeats`], one statement and the
 /// transaction's own) and is neither graded nor alerted: nothing changed.
 pub fn record_with(
     store: &mut impl Store,
@@ -290,35 +290,82 @@ fn record_repeat(
     o: &Observed,
     repeats: &mut Repeats,
 ) -> Result<Option<Recorded>, HistoryError> {
-    let n = &o.observation;
-    let (Some(print), Some(&(previous, last))) = (fingerprint(o), repeats.last.get(&n.server))
-    else {
-        return Ok(None);
-    };
-    if print != last {
-        return Ok(None);
-    }
-    let Ok(identity) = plumbline_store::canonicalize(o.identity.as_bytes()) else {
-        return Ok(None);
-    };
-    let repeat = plumbline_store::Repeat {
-        server: n.server.clone(),
-        identity: String::from_utf8_lossy(&identity).into_owned(),
-        previous,
-        started_at_ms: n.started_at_ms,
-        finished_at_ms: n.finished_at_ms,
-        lease: o.lease.clone(),
-    };
-    match store.record_repeat(&repeat)? {
-        Some(id) => {
-            repeats.last.insert(n.server.clone(), (id, print));
-            Ok(Some(repeated(n, id, previous)))
+    Ok(record_repeats(store, std::slice::from_ref(o), repeats)?
+        .pop()
+        .flatten())
+}
+
+impl Repeats {
+    /// The repeat `o` would be recorded as, with its fingerprint: `None`
+    /// when it is not a repeat of what this recorder last recorded of its
+    /// server.
+    fn of(&self, o: &Observed) -> Option<(plumbline_store::Repeat, plumbline_store::Digest)> {
+        let n = &o.observation;
+        let (print, &(previous, last)) = (fingerprint(o)?, self.last.get(&n.server)?);
+        if print != last {
+            return None;
         }
-        None => {
-            repeats.last.remove(&n.server);
-            Ok(None)
+        let identity = plumbline_store::canonicalize(o.identity.as_bytes()).ok()?;
+        Some((
+            plumbline_store::Repeat {
+                server: n.server.clone(),
+                identity: String::from_utf8_lossy(&identity).into_owned(),
+                previous,
+                started_at_ms: n.started_at_ms,
+                finished_at_ms: n.finished_at_ms,
+                lease: o.lease.clone(),
+            },
+            print,
+        ))
+    }
+
+    /// Whether `o` repeats what this recorder last recorded of its server
+    /// (so [`record_repeats`] would record it as a copy, unless the store
+    /// finds that observation no longer the newest).
+    pub fn repeats(&self, o: &Observed) -> bool {
+        self.of(o).is_some()
+    }
+}
+
+/// Records each of `batch` that repeats what this recorder last recorded of
+/// its server as a copy of that observation, all in one transaction
+/// ([`Store::record_repeats`]: one round trip on PostgreSQL); the others
+/// are left (`None`, nothing written), as is one the store refuses (its
+/// previous observation no longer the newest, its lease lost), for the
+/// caller to record the whole way. At most one listing per server.
+pub fn record_repeats(
+    store: &mut impl Store,
+    batch: &[Observed],
+    repeats: &mut Repeats,
+) -> Result<Vec<Option<Recorded>>, HistoryError> {
+    let mut out: Vec<Option<Recorded>> = batch.iter().map(|_| None).collect();
+    let mut asked = Vec::new();
+    let mut at = Vec::new();
+    let mut servers = std::collections::HashSet::new();
+    for (i, o) in batch.iter().enumerate() {
+        if let Some((repeat, print)) = repeats.of(o) {
+            if servers.insert(repeat.server.clone()) {
+                asked.push(repeat);
+                at.push((i, print));
+            }
         }
     }
+    if asked.is_empty() {
+        return Ok(out);
+    }
+    let ids = store.record_repeats(&asked)?;
+    for ((i, print), (repeat, id)) in at.into_iter().zip(asked.into_iter().zip(ids)) {
+        match id {
+            Some(id) => {
+                repeats.last.insert(repeat.server.clone(), (id, print));
+                out[i] = Some(repeated(&batch[i].observation, id, repeat.previous));
+            }
+            None => {
+                repeats.last.remove(&repeat.server);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What recording a repeat found: the previous observation's tools,

@@ -57,11 +57,11 @@ macro_rules! each {
 }
 
 impl HistoryStore for AnyStore {
-    fn record_repeat(
+    fn record_repeats(
         &mut self,
-        repeat: &crate::Repeat,
-    ) -> Result<Option<ObservationId>, StoreError> {
-        each!(self, s => s.record_repeat(repeat))
+        repeats: &[crate::Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError> {
+        each!(self, s => s.record_repeats(repeats))
     }
 
     fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {

@@ -274,16 +274,22 @@ pub trait HistoryStore {
         lease: &LeaseToken,
     ) -> Result<ObservationId, StoreError>;
 
-    /// Records an observation that repeats `repeat.previous` exactly (the
-    /// caller knows it recorded that one from a listing with the same
-    /// bytes): a new row sharing its content, in one round trip on
-    /// PostgreSQL (a function of its schema) and four statements on SQLite
-    /// (the server's row read and the row inserted, in a transaction). `Ok(None)`, with nothing written, unless `previous` is
-    /// still the server's newest observation, successful and without
-    /// problems, the server's identity is still `repeat.identity`, and the
-    /// lease (if any) is still held: the caller then records it with
-    /// [`Store::record_observation`], which finds out why.
-    fn record_repeat(&mut self, repeat: &Repeat) -> Result<Option<ObservationId>, StoreError>;
+    /// Records observations that each repeat their `previous` exactly
+    /// (the caller knows it recorded that one from a listing with the same
+    /// bytes): for each, a new row sharing its content; all in one
+    /// transaction, one round trip on PostgreSQL (a function of its
+    /// schema). Each answer is `None`, with nothing written for it, unless
+    /// its `previous` is still its server's newest observation, successful
+    /// and without problems, the server's identity is still as given, and
+    /// its lease (if any) is still held: the caller then records it with
+    /// [`Store::record_observation`], which finds out why. At most one
+    /// repeat per server; they are recorded in the order of the servers'
+    /// names (so that two such batches never wait on each other in a
+    /// cycle).
+    fn record_repeats(
+        &mut self,
+        repeats: &[Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError>;
 
     /// The tool names of the latest successful observation of every server
     /// but `server`, sorted, each once: the inventory a change of
@@ -305,7 +311,7 @@ pub trait HistoryStore {
 }
 
 /// An observation that repeats the server's previous one
-/// ([`Store::record_repeat`]).
+/// ([`Store::record_repeats`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repeat {
     pub server: String,

@@ -871,10 +871,8 @@ pub fn a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only(backend: Back
         finished_at_ms: 600,
         lease,
     };
-    let copy = store
-        .record_repeat(&repeat(first, None))
-        .unwrap()
-        .expect("recorded as a copy");
+    let one = |store: &mut AnyStore, r: Repeat| store.record_repeats(&[r]).unwrap()[0];
+    let copy = one(&mut store, repeat(first, None)).expect("recorded as a copy");
     let (a, b) = (
         store.observation(first).unwrap().unwrap(),
         store.observation(copy).unwrap().unwrap(),
@@ -890,19 +888,19 @@ pub fn a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only(backend: Back
         copy
     );
     // Not the newest any more: nothing recorded.
-    assert_eq!(store.record_repeat(&repeat(first, None)).unwrap(), None);
+    assert_eq!(one(&mut store, repeat(first, None)), None);
     // A failure since: not a repeat of it.
     let failed = store
         .record_observation(&failed_observation("docs", 700, "refused"))
         .unwrap();
-    assert_eq!(store.record_repeat(&repeat(failed, None)).unwrap(), None);
+    assert_eq!(one(&mut store, repeat(failed, None)), None);
     let ok = store
         .record_observation(&ok_observation("docs", 800, tools()))
         .unwrap();
     // Another identity, or a lease not held: nothing.
     let mut other = repeat(ok, None);
     other.identity = r#"{"command":"other","transport":"stdio"}"#.into();
-    assert_eq!(store.record_repeat(&other).unwrap(), None);
+    assert_eq!(one(&mut store, other), None);
     let held = store
         .claim_leases(&LeaseClaim {
             holder: "w1".into(),
@@ -920,20 +918,34 @@ pub fn a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only(backend: Back
         holder: "w1".into(),
         epoch: held[0].epoch + 1,
     };
-    assert_eq!(store.record_repeat(&repeat(ok, Some(stale))).unwrap(), None);
-    let under = store
-        .record_repeat(&repeat(ok, Some(token)))
-        .unwrap()
-        .expect("under the lease");
+    assert_eq!(one(&mut store, repeat(ok, Some(stale))), None);
+    let under = one(&mut store, repeat(ok, Some(token))).expect("under the lease");
     assert!(under.0 > ok.0);
     // A listing with problems is never copied.
     let dup = raw(r#"{"name":"add","description":"Again."}"#);
     let with_problems = store
         .record_observation(&ok_observation("docs", 900, vec![tools().remove(0), dup]))
         .unwrap();
+    assert_eq!(one(&mut store, repeat(with_problems, None)), None);
+    // Several servers in one call, in any order: each answered in its
+    // place, a refused one among them.
+    store.put_server("b", IDENTITY).unwrap();
+    let b_first = store
+        .record_observation(&ok_observation("b", 950, tools()))
+        .unwrap();
+    let docs_last = store
+        .record_observation(&ok_observation("docs", 960, tools()))
+        .unwrap();
+    let mut for_b = repeat(b_first, None);
+    for_b.server = "b".into();
+    let answers = store
+        .record_repeats(&[repeat(docs_last, None), for_b, repeat(first, None)])
+        .unwrap();
+    assert!(answers[0].is_some() && answers[1].is_some(), "{answers:?}");
+    assert_eq!(answers[2], None);
     assert_eq!(
-        store.record_repeat(&repeat(with_problems, None)).unwrap(),
-        None
+        store.latest_successful("b", None).unwrap().unwrap().id,
+        answers[1].unwrap()
     );
     assert_eq!(store.history_id().unwrap(), store.history_id().unwrap());
 }

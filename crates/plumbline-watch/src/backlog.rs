@@ -137,7 +137,7 @@ impl Backlog {
             for (i, listed) in batch.into_iter().enumerate() {
                 if let Some((id, _)) = p.ungraded.iter().find(|(_, at)| *at == i) {
                     ungraded.push((*id, listed));
-                } else if i >= p.done {
+                } else if !p.done[i] {
                     left.push(listed);
                 }
             }

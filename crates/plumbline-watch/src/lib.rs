@@ -225,10 +225,14 @@ pub async fn daemon(options: &Options) -> Result<()> {
         tokio::select! {
             Some(first) = rx.recv(), if recording.is_none() => {
                 backlog.push(first, leases.held(), &metrics);
+                // What else arrives within a moment joins the batch: the
+                // listings that repeat their server's last are recorded
+                // together, in one transaction.
+                let until = Instant::now() + GATHER;
                 for _ in 1..64 {
-                    match rx.try_recv() {
-                        Ok(more) => backlog.push(more, leases.held(), &metrics),
-                        Err(_) => break,
+                    match tokio::time::timeout_at(until, rx.recv()).await {
+                        Ok(Some(more)) => backlog.push(more, leases.held(), &metrics),
+                        _ => break,
                     }
                 }
                 recording = backlog.start(&recorder, &grader, &metrics);
@@ -359,7 +363,7 @@ pub async fn daemon(options: &Options) -> Result<()> {
         let p = process(&mut store, &grader, &metrics, &finished);
         if let Some(e) = &p.failed {
             tracing::error!(
-                lost = finished.len() - p.done,
+                lost = p.done.iter().filter(|d| !**d).count(),
                 "plumbline watch: stopping without recording every listing: {e:#}"
             );
         }
@@ -433,6 +437,10 @@ fn lease_length(config: &Config) -> Duration {
     Duration::from_secs_f64(config.watch.lease_secs.unwrap_or(30.0).clamp(1.0, 3600.0))
 }
 
+/// How long the loop waits, after a listing arrives, for more to record
+/// with it (a thousand servers every 30 s send about eight in this time).
+const GATHER: Duration = Duration::from_millis(250);
+
 /// The most listings kept while the store cannot be written.
 const BACKLOG: usize = 10_000;
 
@@ -444,42 +452,80 @@ fn open(options: &Options) -> Result<History> {
         .with_context(|| format!("opening the store {}", options.store.display()))
 }
 
-/// Records listings (graded once), one at a time (each its own
-/// transaction), and logs and counts them: what was recorded, how many of
-/// `batch` were done, and the store's error that stopped it, if one did.
-/// A listing made under a lease another watcher has since taken is done
-/// but not recorded, and said so.
+/// Records listings (graded once) and logs and counts them: what was
+/// recorded, which of `batch` were done, and the store's error that
+/// stopped it, if one did. A run of listings that repeat what the
+/// recorder last recorded of their servers (distinct servers) is recorded
+/// in one transaction ([`observe::record_repeats`]); every other listing
+/// in a transaction of its own. A listing made under a lease another
+/// watcher has since taken is done but not recorded, and said so.
 fn process(store: &mut History, grader: &Grader, metrics: &Metrics, batch: &[Listed]) -> Processed {
     let mut recorded = Vec::with_capacity(batch.len());
     let mut ungraded = Vec::new();
-    let mut done = 0;
+    let mut done = vec![false; batch.len()];
     let mut failed = None;
-    for listed in batch {
-        match record_all(store, grader, std::slice::from_ref(listed)) {
-            Ok(r) => {
-                if r.is_empty() {
-                    metrics.lease_lost(1);
-                    tracing::warn!(
-                        server = %listed.0.server,
-                        "plumbline watch: a listing made under a lease another watcher has since taken is not recorded"
-                    );
+    let mut i = 0;
+    'batch: while i < batch.len() {
+        // The run of repeats starting here, one per server.
+        let mut servers = std::collections::HashSet::new();
+        let mut end = i;
+        while end < batch.len()
+            && servers.insert(batch[end].0.server.as_str())
+            && observe::repeats(store, &batch[end])
+        {
+            end += 1;
+        }
+        if end > i {
+            match observe::record_repeats(store, &batch[i..end]) {
+                Ok(results) => {
+                    for (k, r) in results.into_iter().enumerate() {
+                        if let Some(r) = r {
+                            recorded.push(r);
+                            done[i + k] = true;
+                        }
+                    }
                 }
-                recorded.extend(r);
-                done += 1;
+                Err(e) => {
+                    failed = Some(e);
+                    break 'batch;
+                }
             }
-            Err(e) => {
-                // Recorded, but not graded: done (never recorded twice),
-                // to be graded again.
-                if let Some(plumbline_history::HistoryError::Derived { observation, .. }) =
-                    e.downcast_ref::<plumbline_history::HistoryError>()
-                {
-                    ungraded.push((*observation, done));
-                    done += 1;
+        } else {
+            end = i + 1;
+        }
+        // What was not recorded as a repeat, the whole way, in order.
+        for k in i..end {
+            if done[k] {
+                continue;
+            }
+            let listed = &batch[k];
+            match record_all(store, grader, std::slice::from_ref(listed)) {
+                Ok(r) => {
+                    if r.is_empty() {
+                        metrics.lease_lost(1);
+                        tracing::warn!(
+                            server = %listed.0.server,
+                            "plumbline watch: a listing made under a lease another watcher has since taken is not recorded"
+                        );
+                    }
+                    recorded.extend(r);
+                    done[k] = true;
                 }
-                failed = Some(e);
-                break;
+                Err(e) => {
+                    // Recorded, but not graded: done (never recorded
+                    // twice), to be graded again.
+                    if let Some(plumbline_history::HistoryError::Derived { observation, .. }) =
+                        e.downcast_ref::<plumbline_history::HistoryError>()
+                    {
+                        ungraded.push((*observation, k));
+                        done[k] = true;
+                    }
+                    failed = Some(e);
+                    break 'batch;
+                }
             }
         }
+        i = end;
     }
     for r in &recorded {
         let seconds = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
@@ -500,8 +546,8 @@ fn process(store: &mut History, grader: &Grader, metrics: &Metrics, batch: &[Lis
 /// What [`process`] did with a batch.
 pub(crate) struct Processed {
     recorded: Vec<Recorded>,
-    /// How many of the batch were recorded (or refused for a lost lease).
-    done: usize,
+    /// Which of the batch were recorded (or refused for a lost lease).
+    done: Vec<bool>,
     /// Observations recorded but not graded (the store failed between),
     /// with their listing's place in the batch.
     ungraded: Vec<(plumbline_history::ObservationId, usize)>,

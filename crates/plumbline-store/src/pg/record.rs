@@ -501,35 +501,57 @@ impl Session {
         Ok(ObservationId(id))
     }
 
-    /// [`crate::Store::record_repeat`], in one round trip: the function
-    /// schema version 6 defines locks the server's row (and shares its
+    /// [`crate::Store::record_repeats`], in one round trip: the function
+    /// schema version 6 defines locks each server's row (and shares its
     /// lease), then inserts the copy with a snapshot taken after the lock.
-    pub(super) fn record_repeat(
+    pub(super) fn record_repeats(
         &mut self,
-        repeat: &crate::Repeat,
-    ) -> Result<Option<ObservationId>, StoreError> {
-        let err = self.write_err(&repeat.server, "a repeated observation");
-        let holder = repeat.lease.as_ref().map(|l| l.holder.as_bytes());
-        let epoch = repeat.lease.as_ref().map(|l| l.epoch);
-        let id: Option<i64> = self
+        repeats: &[crate::Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError> {
+        if repeats.is_empty() {
+            return Ok(Vec::new());
+        }
+        let err = self.write_err(&repeats[0].server, "repeated observations");
+        // In the order of the servers' names: locks always taken alike.
+        let mut order: Vec<usize> = (0..repeats.len()).collect();
+        order.sort_by(|a, b| repeats[*a].server.cmp(&repeats[*b].server));
+        let ordered: Vec<&crate::Repeat> = order.iter().map(|&i| &repeats[i]).collect();
+        let servers: Vec<&[u8]> = ordered.iter().map(|r| r.server.as_bytes()).collect();
+        let identities: Vec<&str> = ordered.iter().map(|r| r.identity.as_str()).collect();
+        let previous: Vec<i64> = ordered.iter().map(|r| r.previous.0).collect();
+        let started: Vec<i64> = ordered.iter().map(|r| r.started_at_ms).collect();
+        let finished: Vec<i64> = ordered.iter().map(|r| r.finished_at_ms).collect();
+        let holders: Vec<Option<&[u8]>> = ordered
+            .iter()
+            .map(|r| r.lease.as_ref().map(|l| l.holder.as_bytes()))
+            .collect();
+        let epochs: Vec<Option<i64>> = ordered
+            .iter()
+            .map(|r| r.lease.as_ref().map(|l| l.epoch))
+            .collect();
+        let ids: Vec<Option<i64>> = self
             .db()
             .and_then(|mut db| {
                 db.query_one(
-                    "SELECT plumbline_record_repeat($1, $2, $3, $4, $5, $6, $7)",
+                    "SELECT plumbline_record_repeats($1, $2, $3, $4, $5, $6, $7)",
                     &[
-                        &repeat.server.as_bytes(),
-                        &repeat.identity,
-                        &repeat.previous.0,
-                        &repeat.started_at_ms,
-                        &repeat.finished_at_ms,
-                        &holder,
-                        &epoch,
+                        &servers,
+                        &identities,
+                        &previous,
+                        &started,
+                        &finished,
+                        &holders,
+                        &epochs,
                     ],
                 )
             })
             .and_then(|row| row.try_get(0))
             .map_err(&err)?;
-        Ok(id.map(ObservationId))
+        let mut out = vec![None; repeats.len()];
+        for (at, id) in order.into_iter().zip(ids) {
+            out[at] = id.map(ObservationId);
+        }
+        Ok(out)
     }
 
     pub(super) fn foreign_names(&mut self, server: &str) -> Result<Vec<String>, StoreError> {

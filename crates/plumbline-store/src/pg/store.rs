@@ -10,12 +10,12 @@ use crate::prelude::*;
 use crate::{Digest, Lease, LeaseClaim, LeaseToken, StoreError};
 
 impl HistoryStore for PostgresStore {
-    fn record_repeat(
+    fn record_repeats(
         &mut self,
-        repeat: &crate::Repeat,
-    ) -> Result<Option<ObservationId>, StoreError> {
-        let repeat = repeat.clone();
-        self.run(move |s| s.record_repeat(&repeat))
+        repeats: &[crate::Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError> {
+        let repeats = repeats.to_vec();
+        self.run(move |s| s.record_repeats(&repeats))
     }
 
     fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {

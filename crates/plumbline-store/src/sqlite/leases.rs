@@ -211,74 +211,77 @@ impl SqliteStore {
         Ok(ObservationId(id))
     }
 
-    /// [`Store::record_repeat`]: under the write lock, the row inserted
-    /// as a copy of the one it repeats when that is still the server's
-    /// newest, the identity and lease unchanged.
-    pub(super) fn repeat(
+    /// [`Store::record_repeats`]: under the write lock, each row
+    /// inserted as a copy of the one it repeats when that is still the
+    /// server's newest, the identity and lease unchanged.
+    pub(super) fn repeats(
         &mut self,
-        repeat: &crate::Repeat,
-    ) -> Result<Option<ObservationId>, StoreError> {
+        repeats: &[crate::Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError> {
+        let server = repeats.first().map_or("", |r| r.server.as_str());
+        let path = self.path.clone();
         let err = |source| StoreError::Write {
-            path: self.path.clone(),
-            server: repeat.server.clone(),
-            what: "a repeated observation",
+            path: path.clone(),
+            server: server.to_owned(),
+            what: "repeated observations",
             source: Box::new(source),
         };
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
-        let server: Option<i64> = tx
-            .prepare_cached(
-                "SELECT s.id FROM servers s
-                 WHERE s.name = ?1 AND s.identity = ?2
-                   AND (?3 IS NULL OR EXISTS (SELECT 1 FROM leases l
-                        WHERE l.server = s.name AND l.holder = ?3 AND l.epoch = ?4))",
-            )
-            .and_then(|mut stmt| {
-                stmt.query_row(
-                    params![
-                        repeat.server,
-                        repeat.identity,
-                        repeat.lease.as_ref().map(|l| l.holder.as_str()),
-                        repeat.lease.as_ref().map(|l| l.epoch),
-                    ],
-                    |row| row.get(0),
+        let mut out = Vec::with_capacity(repeats.len());
+        for repeat in repeats {
+            let server: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT s.id FROM servers s
+                     WHERE s.name = ?1 AND s.identity = ?2
+                       AND (?3 IS NULL OR EXISTS (SELECT 1 FROM leases l
+                            WHERE l.server = s.name AND l.holder = ?3 AND l.epoch = ?4))",
                 )
-                .optional()
-            })
-            .map_err(err)?;
-        let Some(server_id) = server else {
-            return Ok(None);
-        };
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
-                     error, protocol_version, server_info_id, capabilities_id, instructions_id,
-                     tool_set_id, authorization_id)
-                 SELECT p.server_id, ?3, ?4, p.outcome, p.error, p.protocol_version,
-                     p.server_info_id, p.capabilities_id, p.instructions_id, p.tool_set_id,
-                     p.authorization_id
-                 FROM observations p
-                 WHERE p.id = ?2 AND p.server_id = ?1 AND p.outcome = 'ok'
-                   AND p.id = (SELECT max(id) FROM observations WHERE server_id = ?1)
-                   AND NOT EXISTS (SELECT 1 FROM observation_problems WHERE observation_id = p.id)",
-            )
-            .and_then(|mut stmt| {
-                stmt.execute(params![
-                    server_id,
-                    repeat.previous.0,
-                    repeat.started_at_ms,
-                    repeat.finished_at_ms
-                ])
-            })
-            .map_err(err)?;
-        if inserted == 0 {
-            return Ok(None);
+                .and_then(|mut stmt| {
+                    stmt.query_row(
+                        params![
+                            repeat.server,
+                            repeat.identity,
+                            repeat.lease.as_ref().map(|l| l.holder.as_str()),
+                            repeat.lease.as_ref().map(|l| l.epoch),
+                        ],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                })
+                .map_err(err)?;
+            let Some(server_id) = server else {
+                out.push(None);
+                continue;
+            };
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO observations (server_id, started_at_ms, finished_at_ms, outcome,
+                         error, protocol_version, server_info_id, capabilities_id, instructions_id,
+                         tool_set_id, authorization_id)
+                     SELECT p.server_id, ?3, ?4, p.outcome, p.error, p.protocol_version,
+                         p.server_info_id, p.capabilities_id, p.instructions_id, p.tool_set_id,
+                         p.authorization_id
+                     FROM observations p
+                     WHERE p.id = ?2 AND p.server_id = ?1 AND p.outcome = 'ok'
+                       AND p.id = (SELECT max(id) FROM observations WHERE server_id = ?1)
+                       AND NOT EXISTS (SELECT 1 FROM observation_problems WHERE observation_id = p.id)",
+                )
+                .and_then(|mut stmt| {
+                    stmt.execute(params![
+                        server_id,
+                        repeat.previous.0,
+                        repeat.started_at_ms,
+                        repeat.finished_at_ms
+                    ])
+                })
+                .map_err(err)?;
+            out.push((inserted > 0).then(|| ObservationId(tx.last_insert_rowid())));
         }
-        let id = tx.last_insert_rowid();
         tx.commit().map_err(err)?;
-        Ok(Some(ObservationId(id)))
+        Ok(out)
     }
 
     pub(super) fn claim(&mut self, claim: &LeaseClaim) -> Result<Vec<Lease>, StoreError> {

@@ -84,11 +84,11 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl HistoryStore for SqliteStore {
-    fn record_repeat(
+    fn record_repeats(
         &mut self,
-        repeat: &crate::Repeat,
-    ) -> Result<Option<ObservationId>, StoreError> {
-        self.repeat(repeat)
+        repeats: &[crate::Repeat],
+    ) -> Result<Vec<Option<ObservationId>>, StoreError> {
+        self.repeats(repeats)
     }
 
     fn foreign_names(&self, server: &str) -> Result<Vec<String>, StoreError> {
