@@ -73,12 +73,6 @@ impl History {
         crate::record_with(&mut self.store, grader, batch, &mut self.repeats)
     }
 
-    /// Whether `o` repeats what this handle last recorded of its server:
-    /// [`History::record_repeats`] would record it as a copy.
-    pub fn repeats(&self, o: &crate::Observed) -> bool {
-        self.repeats.repeats(o)
-    }
-
     /// Records each of `batch` that repeats what this handle last recorded
     /// of its server as a copy, all in one transaction
     /// ([`crate::record_repeats`]); the rest are left (`None`) for

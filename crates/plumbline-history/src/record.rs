@@ -301,7 +301,10 @@ impl Repeats {
     /// server.
     fn of(&self, o: &Observed) -> Option<(plumbline_store::Repeat, plumbline_store::Digest)> {
         let n = &o.observation;
-        let (print, &(previous, last)) = (fingerprint(o)?, self.last.get(&n.server)?);
+        // The cache first: a server this recorder has not recorded costs
+        // no fingerprint.
+        let &(previous, last) = self.last.get(&n.server)?;
+        let print = fingerprint(o)?;
         if print != last {
             return None;
         }
@@ -317,13 +320,6 @@ impl Repeats {
             },
             print,
         ))
-    }
-
-    /// Whether `o` repeats what this recorder last recorded of its server
-    /// (so [`record_repeats`] would record it as a copy, unless the store
-    /// finds that observation no longer the newest).
-    pub fn repeats(&self, o: &Observed) -> bool {
-        self.of(o).is_some()
     }
 }
 

@@ -54,7 +54,7 @@ use crate::backlog::{Backlog, Listed};
 use crate::delivery::Channels;
 use crate::leases::Leases;
 use crate::metrics::Metrics;
-use crate::observe::{collect_with, record_all, Collected, Report};
+use crate::observe::{collect_with, Collected, Report};
 use crate::schedule::{first_due, Schedule};
 use crate::worker::{raise_open_file_limit, Worker, WorkerContext};
 
@@ -454,57 +454,53 @@ fn open(options: &Options) -> Result<History> {
 
 /// Records listings (graded once) and logs and counts them: what was
 /// recorded, which of `batch` were done, and the store's error that
-/// stopped it, if one did. A run of listings that repeat what the
-/// recorder last recorded of their servers (distinct servers) is recorded
-/// in one transaction ([`observe::record_repeats`]); every other listing
-/// in a transaction of its own. A listing made under a lease another
+/// stopped it, if one did. The listings that repeat what the recorder
+/// last recorded of their servers are recorded together, a run of
+/// distinct servers in one transaction ([`History::record_repeats`]);
+/// every other listing in a transaction of its own. A listing made under a lease another
 /// watcher has since taken is done but not recorded, and said so.
 fn process(store: &mut History, grader: &Grader, metrics: &Metrics, batch: &[Listed]) -> Processed {
     let mut recorded = Vec::with_capacity(batch.len());
     let mut ungraded = Vec::new();
     let mut done = vec![false; batch.len()];
     let mut failed = None;
+    // Each listing as the history records it, made once.
+    let observed: Vec<plumbline_history::Observed> = batch.iter().map(observe::observed).collect();
     let mut i = 0;
     'batch: while i < batch.len() {
-        // The run of repeats starting here, one per server.
+        // A run of listings of distinct servers: those that repeat what
+        // the recorder last recorded of their server go in one
+        // transaction, the rest one at a time after it, in order (a
+        // server's listings keep their order: one per run).
         let mut servers = std::collections::HashSet::new();
         let mut end = i;
-        while end < batch.len()
-            && servers.insert(batch[end].0.server.as_str())
-            && observe::repeats(store, &batch[end])
-        {
+        while end < batch.len() && servers.insert(batch[end].0.server.as_str()) {
             end += 1;
         }
-        if end > i {
-            match observe::record_repeats(store, &batch[i..end]) {
-                Ok(results) => {
-                    for (k, r) in results.into_iter().enumerate() {
-                        if let Some(r) = r {
-                            recorded.push(r);
-                            done[i + k] = true;
-                        }
+        match store.record_repeats(&observed[i..end]) {
+            Ok(results) => {
+                for (k, r) in results.into_iter().enumerate() {
+                    if let Some(r) = r {
+                        recorded.push(r);
+                        done[i + k] = true;
                     }
                 }
-                Err(e) => {
-                    failed = Some(e);
-                    break 'batch;
-                }
             }
-        } else {
-            end = i + 1;
+            Err(e) => {
+                failed = Some(e.into());
+                break 'batch;
+            }
         }
-        // What was not recorded as a repeat, the whole way, in order.
         for k in i..end {
             if done[k] {
                 continue;
             }
-            let listed = &batch[k];
-            match record_all(store, grader, std::slice::from_ref(listed)) {
+            match store.record(grader, vec![observed[k].clone()]) {
                 Ok(r) => {
                     if r.is_empty() {
                         metrics.lease_lost(1);
                         tracing::warn!(
-                            server = %listed.0.server,
+                            server = %batch[k].0.server,
                             "plumbline watch: a listing made under a lease another watcher has since taken is not recorded"
                         );
                     }
@@ -514,13 +510,11 @@ fn process(store: &mut History, grader: &Grader, metrics: &Metrics, batch: &[Lis
                 Err(e) => {
                     // Recorded, but not graded: done (never recorded
                     // twice), to be graded again.
-                    if let Some(plumbline_history::HistoryError::Derived { observation, .. }) =
-                        e.downcast_ref::<plumbline_history::HistoryError>()
-                    {
+                    if let plumbline_history::HistoryError::Derived { observation, .. } = &e {
                         ungraded.push((*observation, k));
                         done[k] = true;
                     }
-                    failed = Some(e);
+                    failed = Some(e.into());
                     break 'batch;
                 }
             }

@@ -456,25 +456,8 @@ pub fn record_all(
     Ok(store.record(grader, batch)?)
 }
 
-/// Whether `listed` repeats what `store` last recorded of its server
-/// (see [`record_repeats`]).
-pub fn repeats(store: &History, listed: &(Collected, Option<LeaseToken>)) -> bool {
-    store.repeats(&observed(listed))
-}
-
-/// Records each listing of `batch` that repeats what `store` last recorded
-/// of its server as a copy, all in one transaction; the others are left
-/// (`None`, nothing written) for [`record_all`].
-pub fn record_repeats(
-    store: &mut History,
-    batch: &[(Collected, Option<LeaseToken>)],
-) -> Result<Vec<Option<Recorded>>> {
-    let batch: Vec<Observed> = batch.iter().map(observed).collect();
-    Ok(store.record_repeats(&batch)?)
-}
-
 /// A collected listing as the history records it.
-fn observed((c, lease): &(Collected, Option<LeaseToken>)) -> Observed {
+pub fn observed((c, lease): &(Collected, Option<LeaseToken>)) -> Observed {
     Observed {
         lease: lease.clone(),
         identity: c.identity.to_string(),
