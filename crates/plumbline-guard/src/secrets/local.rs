@@ -26,6 +26,10 @@ use super::fingerprints::Fingerprints;
 pub const MAX_FILE: u64 = 1 << 20;
 /// The most files read under `~/.config/gcloud`.
 const MAX_GCLOUD_FILES: usize = 64;
+/// Variables whose names read as a secret's but are not: `PWD` is the
+/// shell's working directory, not a password (taken for one, every call
+/// naming a path under it was refused).
+const NOT_SECRETS: &[&str] = &["PWD"];
 /// How often the sources are looked at again for changes.
 pub const RECHECK: Duration = Duration::from_secs(2);
 
@@ -64,7 +68,10 @@ impl Sources {
         let mut fingerprints = Fingerprints::new();
         let mut variables = Vec::new();
         for (name, value) in env {
-            if !plumbline_base::redact::is_secret_name(&name) || value.trim().is_empty() {
+            if NOT_SECRETS.contains(&name.as_str())
+                || !plumbline_base::redact::is_secret_name(&name)
+                || value.trim().is_empty()
+            {
                 continue;
             }
             let Ok(index) = u16::try_from(variables.len()) else {
@@ -426,6 +433,7 @@ mod tests {
                     "ghp_envtokenvalue12345".to_owned(),
                 ),
                 ("HOME".to_owned(), "/home/alice".to_owned()),
+                ("PWD".to_owned(), "/home/alice/project".to_owned()),
             ],
         );
         let found = |t: &str| s.found_in(t.as_bytes()).map(str::to_owned);
@@ -451,6 +459,7 @@ mod tests {
             "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6",
             "development",
             "/home/alice",
+            "/home/alice/project/src/main.rs",
             "eu-west-1",
         ] {
             assert_eq!(found(benign), None, "{benign}");
