@@ -477,27 +477,30 @@ fn escape(inner: &[u8], i: &mut usize) -> Option<(char, bool)> {
 /// lexer).
 pub fn decode_string(raw: &[u8]) -> Decoded {
     let inner = &raw[1..raw.len().saturating_sub(1).max(1)];
-    let mut text = String::with_capacity(inner.len());
+    // Bytes first, checked as UTF-8 once at the end: a text of many
+    // escapes is many short runs, each checked on its own before.
+    let mut bytes = Vec::with_capacity(inner.len());
     let mut lone = false;
     let mut i = 0;
     while i < inner.len() {
-        let b = inner[i];
-        if b != b'\\' {
-            // Copy the run up to the next escape (valid UTF-8: checked).
-            let end = inner[i..]
-                .iter()
-                .position(|&c| c == b'\\')
-                .map_or(inner.len(), |p| i + p);
-            text.push_str(std::str::from_utf8(&inner[i..end]).unwrap_or("\u{fffd}"));
-            i = end;
-            continue;
+        // Copy the run up to the next escape.
+        let end = memchr::memchr(b'\\', &inner[i..]).map_or(inner.len(), |p| i + p);
+        bytes.extend_from_slice(&inner[i..end]);
+        i = end;
+        if i == inner.len() {
+            break;
         }
         let Some((c, lone_here)) = escape(inner, &mut i) else {
             break;
         };
         lone |= lone_here;
-        text.push(c);
+        let mut utf8 = [0u8; 4];
+        bytes.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
     }
+    // A message is UTF-8 (checked when read): lossy only for a caller
+    // that gives other bytes.
+    let text = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     Decoded {
         text,
         lone_surrogate: lone,
@@ -592,9 +595,13 @@ pub fn visit_strings(
         let inner = &literal[1..literal.len() - 1];
         // Without an escape the string is its bytes (UTF-8, checked with
         // the message): read in place, not copied.
-        let text: std::borrow::Cow<'_, str> = match std::str::from_utf8(inner) {
-            Ok(plain) if memchr::memchr(b'\\', inner).is_none() => plain.into(),
-            _ => decode_string(literal).text.into(),
+        let plain = memchr::memchr(b'\\', inner)
+            .is_none()
+            .then(|| std::str::from_utf8(inner).ok())
+            .flatten();
+        let text: std::borrow::Cow<'_, str> = match plain {
+            Some(plain) => plain.into(),
+            None => decode_string(literal).text.into(),
         };
         each(path, &text, key)
     })

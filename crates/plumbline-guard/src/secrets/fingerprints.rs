@@ -1,26 +1,38 @@
-//! Pieces of the user's own secrets, kept as fingerprints: a keyed hash of
-//! every window of [`WINDOW`] bytes of each secret piece, and of each
-//! whole piece shorter than that but at least [`MIN_PIECE`] long, so that
-//! a text holding any such run of a secret (a quoted fragment, one line of
-//! a key) is found, while the secret itself is not kept. The keys are
-//! drawn per process, and the set lives in memory only.
+//! Pieces of the user's own secrets, kept as fingerprints, so that a text
+//! holding any run of [`WINDOW`] bytes of a secret piece (a quoted
+//! fragment, one line of a key), or a whole piece shorter than that but
+//! at least [`MIN_PIECE`] long, is found, while the secret itself is not
+//! kept. The keys are drawn per process, and the set lives in memory only.
 //!
-//! A text is read in one pass: at each position, its next 8 bytes (one
-//! load) are hashed with one multiplication to a bit of a filter that
-//! holds the first 8 bytes of every window and short piece kept; only
-//! where the bit is set (a few per cent of positions) is the window
-//! hashed whole and looked up. A window of a secret starts with one of the
-//! marked 8-byte runs, so nothing held is passed over; a hash collision
-//! could at worst refuse a benign call, never let a secret through.
+//! A text is read in one pass, one position in every [`STRIDE`]: there,
+//! its next 8 bytes (one load) are hashed with one multiplication to a bit
+//! of a filter; only where the bit is set (a few per cent of positions) is
+//! the [`PROBE`] bytes from there hashed whole and looked up. What is kept
+//! is a keyed hash of every run of [`PROBE`] bytes of each long piece, and
+//! of each short piece whole, found by its first [`STRIDE`] 8-byte runs;
+//! the filter holds the first 8 bytes of every run kept and those of each
+//! short piece. A run of [`WINDOW`] bytes of a piece holds, at one of its
+//! first [`STRIDE`] positions, a position read, and from there [`PROBE`]
+//! bytes of the piece (`PROBE + STRIDE - 1 == WINDOW`); a short piece
+//! holds a position read at one of its first [`STRIDE`] bytes, each
+//! marked. So nothing held is passed over, at a third of the reads. A run
+//! of [`PROBE`] to [`WINDOW`] bytes is found when it starts at a position
+//! read; a hash collision could at worst refuse a benign call, never let
+//! a secret through.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// The run of a secret a text must hold to match.
 pub const WINDOW: usize = 24;
+/// A text is read at one position in this many.
+pub const STRIDE: usize = 3;
+/// The run hashed at a position read.
+pub const PROBE: usize = WINDOW + 1 - STRIDE;
 /// The shortest secret piece kept (a password of fewer bytes is not
 /// told from ordinary words).
 pub const MIN_PIECE: usize = 10;
+const _: () = assert!(MIN_PIECE >= GRAM + STRIDE - 1 && PROBE >= 16 && PROBE <= WINDOW);
 
 /// The bytes a position's filter bit is drawn from.
 const GRAM: usize = 8;
@@ -28,7 +40,7 @@ const GRAM: usize = 8;
 /// The filter's size, in bits (a power of two): 32 KiB, which stays in
 /// a core's first-level cache; a typical home's few thousand fingerprints
 /// set a few per cent of it.
-const FILTER_BITS: usize = 1 << 18;
+const FILTER_BITS: usize = 1 << 16;
 
 /// The keys are hashes already: used as they are.
 #[derive(Default)]
@@ -50,8 +62,11 @@ impl Hasher for Identity {
 
 type Map<V> = HashMap<u64, V, BuildHasherDefault<Identity>>;
 
-/// A short piece, found by its first [`GRAM`] bytes and checked whole.
+/// A short piece, found by the [`GRAM`] bytes at `offset` (one of its
+/// first [`STRIDE`]) and checked whole.
+#[derive(Clone)]
 struct Short {
+    offset: usize,
     len: usize,
     hash: u64,
     source: u16,
@@ -59,14 +74,17 @@ struct Short {
 
 /// Fingerprints of secret pieces, each tagged with the source it came
 /// from.
+#[derive(Clone)]
 pub struct Fingerprints {
-    /// Keys of the gram, window and whole-piece hashes.
+    /// Keys of the gram, probe and whole-piece hashes.
     keys: [u64; 4],
+    /// The hash of every run of [`PROBE`] bytes of the long pieces.
     windows: Map<u16>,
-    /// By the hash of their first [`GRAM`] bytes.
+    /// By the hash of their [`GRAM`] bytes at each of their first
+    /// [`STRIDE`] offsets.
     shorts: Map<Vec<Short>>,
     /// One bit per gram hash (its top bits): the first gram of every
-    /// window and short piece kept.
+    /// probe kept, and the first [`STRIDE`] of every short piece.
     filter: Vec<u64>,
 }
 
@@ -110,9 +128,15 @@ impl Fingerprints {
         }
     }
 
-    /// How many fingerprints are kept.
+    /// How many fingerprints are kept (a short piece counts once).
     pub fn len(&self) -> usize {
-        self.windows.len() + self.shorts.values().map(Vec::len).sum::<usize>()
+        self.windows.len()
+            + self
+                .shorts
+                .values()
+                .flatten()
+                .filter(|s| s.offset == 0)
+                .count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -126,12 +150,13 @@ impl Fingerprints {
         (load(text, at) ^ self.keys[0]).wrapping_mul(PHI)
     }
 
-    /// The hash of the [`WINDOW`] bytes at `at`.
+    /// The hash of the [`PROBE`] bytes at `at` (three loads, the last
+    /// overlapping the second).
     #[inline(always)]
     fn window(&self, text: &[u8], at: usize) -> u64 {
         let a = mix(load(text, at), self.keys[1]);
         let b = mix(load(text, at + 8) ^ a.rotate_left(23), self.keys[2]);
-        mix(load(text, at + 16) ^ b.rotate_left(17), self.keys[3])
+        mix(load(text, at + PROBE - 8) ^ b.rotate_left(17), self.keys[3])
     }
 
     /// The hash of a whole (short) piece.
@@ -171,17 +196,21 @@ impl Fingerprints {
             return;
         }
         if piece.len() < WINDOW {
-            let start = self.gram(piece, 0);
             let whole = self.hash(piece);
-            self.mark(start);
-            self.shorts.entry(start).or_default().push(Short {
-                len: piece.len(),
-                hash: whole,
-                source,
-            });
+            // MIN_PIECE >= GRAM + STRIDE - 1: each offset has its gram.
+            for offset in 0..STRIDE {
+                let g = self.gram(piece, offset);
+                self.mark(g);
+                self.shorts.entry(g).or_default().push(Short {
+                    offset,
+                    len: piece.len(),
+                    hash: whole,
+                    source,
+                });
+            }
             return;
         }
-        for at in 0..=piece.len() - WINDOW {
+        for at in 0..=piece.len() - PROBE {
             let (g, w) = (self.gram(piece, at), self.window(piece, at));
             self.mark(g);
             self.windows.entry(w).or_insert(source);
@@ -194,19 +223,23 @@ impl Fingerprints {
             return None;
         }
         let windows = !self.windows.is_empty();
-        for at in 0..=text.len() - GRAM {
+        let mut at = 0;
+        while at + GRAM <= text.len() {
             let g = self.gram(text, at);
+            at += STRIDE;
             if !self.marked(g) {
                 continue;
             }
-            if windows && at + WINDOW <= text.len() {
+            let at = at - STRIDE;
+            if windows && at + PROBE <= text.len() {
                 if let Some(&source) = self.windows.get(&self.window(text, at)) {
                     return Some(source);
                 }
             }
             if let Some(found) = self.shorts.get(&g).and_then(|candidates| {
                 candidates.iter().find(|c| {
-                    text.get(at..at + c.len)
+                    at.checked_sub(c.offset)
+                        .and_then(|start| text.get(start..start + c.len))
                         .is_some_and(|piece| self.hash(piece) == c.hash)
                 })
             }) {
@@ -229,13 +262,32 @@ mod tests {
         f.add(b"hunter2-correct-horse", 1);
         f.add(b"short", 2);
         assert_eq!(f.found_in(format!("note: {key}").as_bytes()), Some(0));
-        assert_eq!(f.found_in(&key.as_bytes()[10..10 + WINDOW]), Some(0));
-        assert_eq!(f.found_in(&key.as_bytes()[10..10 + WINDOW - 1]), None);
-        assert_eq!(
-            f.found_in(b"the password is hunter2-correct-horse, ok"),
-            Some(1)
-        );
-        assert_eq!(f.found_in(b"hunter2-correct-hors"), None);
+        // Every run of WINDOW bytes, wherever it starts in the text (the
+        // positions read are every STRIDE-th): found. A shorter run
+        // than PROBE: never.
+        for pad in 0..2 * STRIDE {
+            let before = "x".repeat(pad);
+            for at in 0..=key.len() - WINDOW {
+                let run = &key[at..at + WINDOW];
+                assert_eq!(f.found_in(format!("{before}{run}").as_bytes()), Some(0));
+                assert_eq!(
+                    f.found_in(format!("{before}{run} and on").as_bytes()),
+                    Some(0)
+                );
+                let short = &key[at..at + PROBE - 1];
+                assert_eq!(f.found_in(format!("{before}{short} ok").as_bytes()), None);
+            }
+            let said = format!("{before}the password is hunter2-correct-horse, ok");
+            assert_eq!(f.found_in(said.as_bytes()), Some(1), "{said}");
+            assert_eq!(
+                f.found_in(format!("{before}hunter2-correct-hors").as_bytes()),
+                None
+            );
+            assert_eq!(
+                f.found_in(format!("{before}unter2-correct-horse").as_bytes()),
+                None
+            );
+        }
         assert_eq!(f.found_in(b"short and sweet"), None);
         assert_eq!(
             f.found_in("SELECT * FROM orders WHERE id = 42".as_bytes()),
@@ -244,6 +296,6 @@ mod tests {
         // Another process's fingerprints are of another key.
         let g = Fingerprints::new();
         assert_ne!(f.hash(b"abc"), g.hash(b"abc"));
-        assert_eq!(f.len(), key.len() + 1 - WINDOW + 1);
+        assert_eq!(f.len(), key.len() + 1 - PROBE + 1);
     }
 }

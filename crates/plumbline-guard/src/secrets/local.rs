@@ -46,10 +46,12 @@ pub struct Sources {
     cwd: Option<PathBuf>,
     stamp: Stamp,
     checked: Option<Instant>,
-    /// The files' fingerprints, each tagged with its index in `sources`.
+    /// The variables' fingerprints and the files', in one set read in one
+    /// pass: a variable's tagged with its index in `variables`, a file's
+    /// with its index in `sources` after those.
     fingerprints: Fingerprints,
-    /// The secret-named variables' fingerprints (made once), each tagged
-    /// with its index in `variables`.
+    /// The secret-named variables' fingerprints (made once, the values
+    /// dropped): what each rebuild starts from.
     env: Fingerprints,
     /// The files read, named for messages (`~/.ssh/id_ed25519`).
     pub sources: Vec<String>,
@@ -179,10 +181,11 @@ impl Sources {
 
     fn rebuild(&mut self) {
         self.stamp = self.stamp_now();
-        let mut f = Fingerprints::new();
+        let mut f = self.env.clone();
         let mut sources = Vec::new();
+        let first = self.variables.len();
         let mut add = |name: String, pieces: Vec<String>, f: &mut Fingerprints| {
-            let Ok(index) = u16::try_from(sources.len()) else {
+            let Ok(index) = u16::try_from(first + sources.len()) else {
                 return;
             };
             let before = f.len();
@@ -213,17 +216,12 @@ impl Sources {
 
     /// The source holding a run of `text`, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<&str> {
-        fn named(names: &[String], i: u16) -> Option<&str> {
-            names.get(usize::from(i)).map(String::as_str)
+        let i = usize::from(self.fingerprints.found_in(text)?);
+        match i.checked_sub(self.variables.len()) {
+            None => self.variables.get(i),
+            Some(file) => self.sources.get(file),
         }
-        self.fingerprints
-            .found_in(text)
-            .and_then(|i| named(&self.sources, i))
-            .or_else(|| {
-                self.env
-                    .found_in(text)
-                    .and_then(|i| named(&self.variables, i))
-            })
+        .map(String::as_str)
     }
 }
 

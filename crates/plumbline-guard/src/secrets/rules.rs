@@ -1,13 +1,19 @@
 //! Known secret formats: gitleaks' default rules (`data/gitleaks.toml`,
 //! MIT), read as data. A rule applies to a text that holds one of its
-//! keywords (found for every rule at once), then its regex finds the
-//! secret, which the rule's and the global allowlists may excuse. Nothing
-//! is scored: a rule's `entropy` is ignored, and the rules whose
-//! precision rests on it are left out (`EXCLUDED`).
+//! keywords (found for every rule at once, [`Keywords`]), then its regex
+//! finds the secret, which the rule's and the global allowlists may
+//! excuse. Nothing is scored: a rule's `entropy` is ignored, and the rules
+//! whose precision rests on it are left out (`EXCLUDED`).
+//!
+//! Most rules' matches can only start where one of their keywords does
+//! (their regexes begin with them) and are of a bounded length: those are
+//! tried only at the keywords found, by a DFA anchored there, and not
+//! searched for through the whole text; the matches are the same (a test
+//! compares the two on texts drawn from every rule's regex).
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use aho_corasick::AhoCorasick;
 use regex::bytes::Regex;
 use serde::Deserialize;
 
@@ -212,16 +218,119 @@ pub struct Rule {
     pub description: String,
     source: String,
     secret_group: Option<usize>,
-    regex: OnceLock<Option<Regex>>,
+    /// The rule's keywords, lower case.
+    keywords: Vec<String>,
+    compiled: OnceLock<Option<Compiled>>,
     allow: Vec<Allow>,
 }
 
+/// A rule's regex, and, when its matches can only start where its
+/// keywords do and are of a bounded length, an automaton that tries it
+/// there alone.
+struct Compiled {
+    regex: Regex,
+    at_keywords: Option<AtKeywords>,
+}
+
+/// The regex as a DFA that only matches from where it starts (built in
+/// full, so that trying it at a place costs a table step per byte, and
+/// nothing to set up), and the longest match.
+struct AtKeywords {
+    dfa: regex_automata::dfa::dense::DFA<Vec<u32>>,
+    longest: usize,
+}
+
+/// The largest DFA built for a rule; a rule whose DFA would be larger is
+/// searched for in the whole text.
+const MOST_DFA_BYTES: usize = 512 << 10;
+
 impl Rule {
-    fn regex(&self) -> Option<&Regex> {
-        self.regex
-            .get_or_init(|| compile(&self.source).ok())
+    fn compiled(&self) -> Option<&Compiled> {
+        self.compiled
+            .get_or_init(|| Compiled::of(&self.source, &self.keywords).ok())
             .as_ref()
     }
+}
+
+impl Compiled {
+    fn of(source: &str, keywords: &[String]) -> Result<Compiled, String> {
+        let regex = compile(source)?;
+        Ok(Compiled {
+            regex,
+            at_keywords: AtKeywords::of(source, keywords),
+        })
+    }
+}
+
+impl AtKeywords {
+    fn of(source: &str, keywords: &[String]) -> Option<AtKeywords> {
+        use regex_automata::dfa::{dense, StartKind};
+        let pattern = from_go(source);
+        let hir = regex_syntax::ParserBuilder::new()
+            .unicode(false)
+            .utf8(false)
+            .build()
+            .parse(&pattern)
+            .ok()?;
+        if !starts_with_a_keyword(&hir, keywords) {
+            return None;
+        }
+        let longest = hir.properties().maximum_len()?;
+        let dfa = dense::Builder::new()
+            .syntax(
+                regex_automata::util::syntax::Config::new()
+                    .unicode(false)
+                    .utf8(false),
+            )
+            .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+            .configure(
+                dense::Config::new()
+                    .start_kind(StartKind::Anchored)
+                    .dfa_size_limit(Some(MOST_DFA_BYTES))
+                    .determinize_size_limit(Some(4 * MOST_DFA_BYTES)),
+            )
+            .build(&pattern)
+            .ok()?;
+        Some(AtKeywords { dfa, longest })
+    }
+
+    /// Where the match that starts at `at` ends, if one does.
+    fn end(&self, text: &[u8], at: usize) -> Option<usize> {
+        use regex_automata::dfa::Automaton as _;
+        let input = regex_automata::Input::new(text)
+            .span(at..at.saturating_add(self.longest).min(text.len()))
+            .anchored(regex_automata::Anchored::Yes);
+        self.dfa
+            .try_search_fwd(&input)
+            .ok()
+            .flatten()
+            .map(|m| m.offset())
+    }
+}
+
+/// Whether every match of `hir` starts with one of `keywords` (ASCII case
+/// aside): its literal prefixes are a finite set, each starting with a
+/// keyword. (A set the extractor cut short, or an empty prefix, says
+/// nothing: then no.)
+fn starts_with_a_keyword(hir: &regex_syntax::hir::Hir, keywords: &[String]) -> bool {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let mut extractor = Extractor::new();
+    // Room for every case of a case-insensitive keyword.
+    extractor
+        .kind(ExtractKind::Prefix)
+        .limit_class(2)
+        .limit_total(1 << 14);
+    let prefixes = extractor.extract(hir);
+    let Some(literals) = prefixes.literals() else {
+        return false;
+    };
+    !literals.is_empty()
+        && literals.iter().all(|l| {
+            let lower = l.as_bytes().to_ascii_lowercase();
+            keywords
+                .iter()
+                .any(|k| !k.is_empty() && lower.starts_with(k.as_bytes()))
+        })
 }
 
 /// A secret in a known format, found in a text: which rule, and where.
@@ -233,13 +342,188 @@ pub struct Found {
     pub end: usize,
 }
 
-/// Every rule, with the keyword automaton that picks them.
+/// The rules' keywords, found in a text in one pass, ASCII
+/// case-insensitively (as gitleaks finds them).
+///
+/// At each position, the next four bytes (one load) are folded (`| 0x20`
+/// on each: a letter's lower case, and a few other bytes taken together)
+/// and hashed to a bit of a filter that holds the folded first four bytes
+/// of every keyword of four or more; the next two bytes, folded, are a bit
+/// of another, of every shorter keyword's first two. Only where a bit is
+/// set (a few per cent of positions in prose or code) are the keywords
+/// starting so compared with the text. A keyword at a position sets the
+/// bit that position reads, so none is passed over. Both filters are
+/// 8 KiB: they stay in a core's first-level cache, where an automaton of
+/// all keywords (over 600 KiB as a DFA) did not.
+struct Keywords {
+    /// Each keyword (lower case) and the rule it belongs to.
+    words: Vec<(Box<[u8]>, usize)>,
+    /// Keywords of four bytes or more, by their folded first four.
+    long: Map<u32>,
+    long_filter: Box<Filter>,
+    /// Keywords of two or three bytes, by their folded first two.
+    short: Map<u16>,
+    short_filter: Box<Filter>,
+    /// Rules with a keyword of one byte: always candidates.
+    always: Vec<usize>,
+}
+
+/// A bit per 16-bit key (8 KiB).
+type Filter = [u64; 1 << 10];
+
+/// Keyword indexes by a folded prefix (looked up at every position a
+/// filter lets through: the default hasher cost more than the search
+/// around it).
+type Map<K> = HashMap<K, Vec<usize>, rustc_hash::FxBuildHasher>;
+
+/// Four bytes at `at` (which must have them), folded.
+#[inline(always)]
+fn four(text: &[u8], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&text[at..at + 4]);
+    u32::from_le_bytes(word) | 0x2020_2020
+}
+
+/// Two bytes at `at` (which must have them), folded.
+#[inline(always)]
+fn two(text: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([text[at], text[at + 1]]) | 0x2020
+}
+
+/// A folded four bytes' bit in the long filter.
+#[inline(always)]
+fn spread(word: u32) -> u16 {
+    (word.wrapping_mul(0x9e37_79b1) >> 16) as u16
+}
+
+#[inline(always)]
+fn test(filter: &Filter, bit: u16) -> bool {
+    filter[usize::from(bit / 64)] & (1 << (bit % 64)) != 0
+}
+
+fn set(filter: &mut Filter, bit: u16) {
+    filter[usize::from(bit / 64)] |= 1 << (bit % 64);
+}
+
+impl Keywords {
+    fn new() -> Keywords {
+        Keywords {
+            words: Vec::new(),
+            long: Map::default(),
+            long_filter: Box::new([0; 1 << 10]),
+            short: Map::default(),
+            short_filter: Box::new([0; 1 << 10]),
+            always: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, keyword: &str, rule: usize) {
+        let word = keyword.to_ascii_lowercase().into_bytes();
+        let index = self.words.len();
+        match word.len() {
+            0 | 1 => self.always.push(rule),
+            2 | 3 => {
+                let key = two(&word, 0);
+                set(&mut self.short_filter, key);
+                self.short.entry(key).or_default().push(index);
+            }
+            _ => {
+                let key = four(&word, 0);
+                set(&mut self.long_filter, spread(key));
+                self.long.entry(key).or_default().push(index);
+            }
+        }
+        self.words.push((word.into_boxed_slice(), rule));
+    }
+
+    /// The rules of the keywords `text` holds, and where they are.
+    fn find(&self, text: &[u8], picked: &mut Picked) {
+        let Picked {
+            seen,
+            candidates,
+            hits,
+            overflow,
+        } = picked;
+        for &rule in &self.always {
+            if !std::mem::replace(&mut seen[rule], true) {
+                candidates.push(rule);
+            }
+        }
+        let mut compare = |at: usize, words: &[usize]| {
+            for &w in words {
+                let (word, rule) = &self.words[w];
+                if (*overflow && seen[*rule])
+                    || !text
+                        .get(at..at + word.len())
+                        .is_some_and(|t| t.eq_ignore_ascii_case(word))
+                {
+                    continue;
+                }
+                if !std::mem::replace(&mut seen[*rule], true) {
+                    candidates.push(*rule);
+                }
+                if hits.len() < Picked::MOST_HITS {
+                    hits.push((*rule, at));
+                } else {
+                    *overflow = true;
+                }
+            }
+        };
+        let mut at = 0;
+        while at + 4 <= text.len() {
+            let word = four(text, at);
+            if test(&self.long_filter, spread(word)) {
+                if let Some(words) = self.long.get(&word) {
+                    compare(at, words);
+                }
+            }
+            let pair = word as u16;
+            if test(&self.short_filter, pair) {
+                compare(at, &self.short[&pair]);
+            }
+            at += 1;
+        }
+        // The last three positions: room for a short keyword only.
+        while at + 2 <= text.len() {
+            let pair = two(text, at);
+            if test(&self.short_filter, pair) {
+                compare(at, &self.short[&pair]);
+            }
+            at += 1;
+        }
+    }
+}
+
+/// What a text's keywords pick.
+struct Picked {
+    /// By rule: whether it is picked.
+    seen: Vec<bool>,
+    /// The rules picked, each once.
+    candidates: Vec<usize>,
+    /// Each keyword found: its rule, and where it starts.
+    hits: Vec<(usize, usize)>,
+    /// More keywords were found than `hits` keeps: every rule picked is
+    /// searched for in the whole text.
+    overflow: bool,
+}
+
+impl Picked {
+    const MOST_HITS: usize = 1 << 14;
+
+    fn new(rules: usize) -> Picked {
+        Picked {
+            seen: vec![false; rules],
+            candidates: Vec::new(),
+            hits: Vec::new(),
+            overflow: false,
+        }
+    }
+}
+
+/// Every rule, with the keywords that pick them.
 pub struct Rules {
     rules: Vec<Rule>,
-    /// Keyword automaton (lower case); pattern `i` belongs to rule
-    /// `owners[i]`.
-    keywords: AhoCorasick,
-    owners: Vec<usize>,
+    keywords: Keywords,
     global: Vec<Allow>,
 }
 
@@ -254,8 +538,7 @@ impl Rules {
     pub fn parse(text: &str) -> Result<Rules, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut rules = Vec::new();
-        let mut patterns = Vec::new();
-        let mut owners = Vec::new();
+        let mut keywords = Keywords::new();
         for r in file.rules {
             let (Some(source), None) = (r.regex, &r.path) else {
                 // A rule for file names, or without a pattern.
@@ -271,24 +554,18 @@ impl Rules {
                 .collect::<Result<_, _>>()?;
             let index = rules.len();
             for k in &r.keywords {
-                patterns.push(k.to_lowercase());
-                owners.push(index);
+                keywords.add(k, index);
             }
             rules.push(Rule {
                 id: r.id,
                 description: r.description.unwrap_or_default(),
                 source: without_leading_context(&source),
                 secret_group: r.secret_group,
-                regex: OnceLock::new(),
+                keywords: r.keywords.iter().map(|k| k.to_ascii_lowercase()).collect(),
+                compiled: OnceLock::new(),
                 allow,
             });
         }
-        // Keywords are ASCII: matched without a lower-case copy of the text.
-        let keywords = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .build(&patterns)
-            .map_err(|e| e.to_string())?;
         let global = file
             .allowlist
             .as_ref()
@@ -300,7 +577,6 @@ impl Rules {
         Ok(Rules {
             rules,
             keywords,
-            owners,
             global,
         })
     }
@@ -317,8 +593,20 @@ impl Rules {
     pub fn compile_all(&self) -> Vec<(String, String)> {
         self.rules
             .iter()
-            .filter_map(|r| compile(&r.source).err().map(|e| (r.id.clone(), e)))
+            .filter_map(|r| {
+                Compiled::of(&r.source, &r.keywords)
+                    .err()
+                    .map(|e| (r.id.clone(), e))
+            })
             .collect()
+    }
+
+    /// How many rules are tried only where their keywords are.
+    pub fn at_keywords(&self) -> usize {
+        self.rules
+            .iter()
+            .filter(|r| r.compiled().is_some_and(|c| c.at_keywords.is_some()))
+            .count()
     }
 
     /// The first secret in `text` in a known format.
@@ -328,62 +616,114 @@ impl Rules {
 
     /// [`Rules::find`] over bytes (a decoding need not be UTF-8).
     pub fn find_bytes(&self, text: &[u8]) -> Option<Found> {
-        let mut seen = vec![false; self.rules.len()];
-        let mut candidates = Vec::new();
-        for m in self.keywords.find_overlapping_iter(text) {
-            let rule = self.owners[m.pattern().as_usize()];
-            if !std::mem::replace(&mut seen[rule], true) {
-                candidates.push(rule);
-            }
-        }
+        self.find_in(text, true)
+    }
+
+    /// The first secret in `text`; `at_keywords`: each rule that can be is
+    /// tried only where its keywords are, else every rule picked is
+    /// searched for in the whole text (what a test compares with).
+    fn find_in(&self, text: &[u8], at_keywords: bool) -> Option<Found> {
+        let mut picked = Picked::new(self.rules.len());
+        self.keywords.find(text, &mut picked);
+        let Picked {
+            mut candidates,
+            mut hits,
+            overflow,
+            ..
+        } = picked;
         if candidates.is_empty() {
             return None;
         }
         candidates.sort_unstable();
+        hits.sort_unstable();
+        hits.dedup();
         let mut locations = None;
         for i in candidates {
             let rule = &self.rules[i];
-            let Some(regex) = rule.regex() else { continue };
-            // Where it matches, by the fast automaton; the groups (the
-            // secret within the match) only there.
+            let Some(compiled) = rule.compiled() else {
+                continue;
+            };
+            let regex = &compiled.regex;
+            let locs = locations.get_or_insert_with(|| regex.capture_locations());
+            if locs.len() != regex.captures_len() {
+                *locs = regex.capture_locations();
+            }
+            let starts = &hits
+                [hits.partition_point(|&(r, _)| r < i)..hits.partition_point(|&(r, _)| r <= i)];
+            // Where its keywords are, when trying there reads at most
+            // twice the text: the matches are those a search of the whole
+            // text finds, for each of those starts at a keyword, and one
+            // that starts within the match before it is not one.
+            let at = compiled.at_keywords.as_ref().filter(|a| {
+                at_keywords
+                    && !overflow
+                    && starts.len().saturating_mul(a.longest) <= text.len().saturating_mul(2)
+            });
+            if let Some(at) = at {
+                let mut after = 0;
+                for &(_, start) in starts {
+                    if start < after {
+                        continue;
+                    }
+                    let Some(end) = at.end(text, start) else {
+                        continue;
+                    };
+                    after = end;
+                    if let Some(found) = self.unexcused(rule, regex, locs, text, start) {
+                        return Some(found);
+                    }
+                }
+                continue;
+            }
+            // Where it matches, by the fast automaton (its literal
+            // prefilter goes from one keyword to the next); the groups
+            // (the secret within the match) only there.
             for m in regex.find_iter(text) {
-                let locs = locations.get_or_insert_with(|| regex.capture_locations());
-                if locs.len() != regex.captures_len() {
-                    *locs = regex.capture_locations();
-                }
-                if regex.captures_read_at(locs, text, m.start()).is_none() {
-                    continue;
-                }
-                let (ws, we) = locs.get(0).unwrap_or((m.start(), m.end()));
-                let group = |g: usize| locs.get(g);
-                let (ss, se) = rule
-                    .secret_group
-                    .and_then(group)
-                    .or_else(|| (1..regex.captures_len()).find_map(group))
-                    .unwrap_or((ws, we));
-                let line_start = text[..ws]
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |p| p + 1);
-                let line_end = text[we..]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(text.len(), |p| we + p);
-                let excused =
-                    rule.allow.iter().chain(&self.global).any(|a| {
-                        a.excuses(&text[ss..se], &text[ws..we], &text[line_start..line_end])
-                    });
-                if !excused {
-                    return Some(Found {
-                        rule: rule.id.clone(),
-                        description: rule.description.clone(),
-                        start: ss,
-                        end: se,
-                    });
+                if let Some(found) = self.unexcused(rule, regex, locs, text, m.start()) {
+                    return Some(found);
                 }
             }
         }
         None
+    }
+
+    /// The match of `rule`'s regex at `start` (there is one), unless an
+    /// allowlist excuses it.
+    fn unexcused(
+        &self,
+        rule: &Rule,
+        regex: &Regex,
+        locs: &mut regex::bytes::CaptureLocations,
+        text: &[u8],
+        start: usize,
+    ) -> Option<Found> {
+        regex.captures_read_at(locs, text, start)?;
+        let (ws, we) = locs.get(0)?;
+        let group = |g: usize| locs.get(g);
+        let (ss, se) = rule
+            .secret_group
+            .and_then(group)
+            .or_else(|| (1..regex.captures_len()).find_map(group))
+            .unwrap_or((ws, we));
+        let line_start = text[..ws]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        let line_end = text[we..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(text.len(), |p| we + p);
+        let excused = rule
+            .allow
+            .iter()
+            .chain(&self.global)
+            .any(|a| a.excuses(&text[ss..se], &text[ws..we], &text[line_start..line_end]));
+        (!excused).then(|| Found {
+            rule: rule.id.clone(),
+            description: rule.description.clone(),
+            start: ss,
+            end: se,
+        })
     }
 }
 
@@ -415,6 +755,207 @@ mod tests {
         assert_eq!(
             without_leading_context(r"\b(ghp_[0-9a-zA-Z]{36})"),
             r"\b(ghp_[0-9a-zA-Z]{36})"
+        );
+    }
+
+    /// The rules a naive search for every keyword picks.
+    fn naive(keywords: &Keywords, text: &[u8]) -> Vec<usize> {
+        let mut rules: Vec<usize> = keywords
+            .words
+            .iter()
+            .filter(|(w, _)| text.windows(w.len()).any(|t| t.eq_ignore_ascii_case(w)))
+            .map(|(_, r)| *r)
+            .chain(keywords.always.iter().copied())
+            .collect();
+        rules.sort_unstable();
+        rules.dedup();
+        rules
+    }
+
+    #[test]
+    fn every_keyword_is_found_wherever_it_is_in_any_case() {
+        let rules = Rules::builtin();
+        let k = &rules.keywords;
+        let found = |text: &[u8]| {
+            let mut picked = Picked::new(rules.len());
+            k.find(text, &mut picked);
+            // Every keyword's place is kept.
+            for &(rule, at) in &picked.hits {
+                assert!(rules.rules[rule].keywords.iter().any(|w| text
+                    .get(at..at + w.len())
+                    .is_some_and(|t| t.eq_ignore_ascii_case(w.as_bytes()))));
+            }
+            picked.candidates.sort_unstable();
+            picked.candidates
+        };
+        for (word, rule) in &k.words {
+            let word = String::from_utf8_lossy(word);
+            let upper = word.to_ascii_uppercase();
+            let mixed: String = word
+                .chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i % 2 == 0 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            for w in [&*word, &upper, &mixed] {
+                for text in [
+                    w.to_owned(),
+                    format!("x{w}"),
+                    format!("xx{w}"),
+                    format!("xxx{w}"),
+                    format!("{w}y"),
+                    format!("a long text, then {w}, then more"),
+                ] {
+                    assert!(found(text.as_bytes()).contains(rule), "{text:?}");
+                }
+            }
+            // One byte short of the keyword: not it.
+            let cut = &word[..word.len() - 1];
+            assert_eq!(found(cut.as_bytes()), naive(k, cut.as_bytes()), "{cut:?}");
+        }
+        // Real text (tool descriptions and schemas), and folding's
+        // look-alikes (`@` folds as a backquote, `[` as `{`): the same
+        // rules as a naive search, no more, no fewer.
+        let listing = include_str!("../../../../testdata/listings/mcp-atlassian/0.23.1.json");
+        for text in [
+            listing,
+            "@PI KEY[ S. Sk EY Jira-CONFLUENCE ghp_ AKIA@@",
+            "",
+            "a",
+            "ab",
+        ] {
+            for piece in text.as_bytes().chunks(997) {
+                assert_eq!(found(piece), naive(k, piece));
+            }
+        }
+    }
+
+    /// A text the regex `hir` matches (look-arounds aside), drawn by
+    /// `next` (a repetition at most eight beyond its least).
+    fn sample(
+        hir: &regex_syntax::hir::Hir,
+        next: &mut dyn FnMut(usize) -> usize,
+        out: &mut Vec<u8>,
+    ) {
+        use regex_syntax::hir::{Class, HirKind};
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => {}
+            HirKind::Literal(l) => out.extend_from_slice(&l.0),
+            HirKind::Class(Class::Bytes(c)) => {
+                let r = c.ranges()[next(c.ranges().len())];
+                out.push(r.start() + next(usize::from(r.end() - r.start()) + 1) as u8);
+            }
+            HirKind::Class(Class::Unicode(c)) => {
+                let r = c.ranges()[next(c.ranges().len())];
+                let span = (r.end() as usize - r.start() as usize + 1).min(128);
+                let ch = char::from_u32(r.start() as u32 + next(span) as u32).unwrap_or('x');
+                out.extend_from_slice(ch.to_string().as_bytes());
+            }
+            HirKind::Repetition(r) => {
+                let most = r.max.map_or(r.min + 8, |m| m.min(r.min + 8));
+                let n = r.min + next((most - r.min) as usize + 1) as u32;
+                for _ in 0..n {
+                    sample(&r.sub, next, out);
+                }
+            }
+            HirKind::Capture(c) => sample(&c.sub, next, out),
+            HirKind::Concat(parts) => parts.iter().for_each(|p| sample(p, next, out)),
+            HirKind::Alternation(alts) => sample(&alts[next(alts.len())], next, out),
+        }
+    }
+
+    #[test]
+    fn trying_rules_where_their_keywords_are_finds_what_a_whole_search_does() {
+        let rules = Rules::builtin();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let around: [(&str, &str); 6] = [
+            ("", ""),
+            (" ", "\n"),
+            ("token = \"", "\";"),
+            ("x", "y"),
+            ("jira key s. ey sk ", " and more ey"),
+            ("'", "' # "),
+        ];
+        let (mut compared, mut found) = (0, 0);
+        for rule in &rules.rules {
+            let hir = regex_syntax::ParserBuilder::new()
+                .unicode(false)
+                .utf8(false)
+                .build()
+                .parse(&from_go(&rule.source))
+                .unwrap();
+            for round in 0..24 {
+                let mut text = Vec::new();
+                let (before, after) = around[round % around.len()];
+                text.extend_from_slice(before.as_bytes());
+                for _ in 0..1 + round % 3 {
+                    sample(&hir, &mut next, &mut text);
+                    if round % 4 == 0 {
+                        // Two matches close together, or overlapping.
+                        let cut = text.len() - next(text.len().min(12) + 1);
+                        let again = text[cut..].to_vec();
+                        text.extend_from_slice(&again);
+                    }
+                }
+                text.extend_from_slice(after.as_bytes());
+                let whole = rules.find_in(&text, false);
+                assert_eq!(
+                    rules.find_in(&text, true),
+                    whole,
+                    "{}: {:?}",
+                    rule.id,
+                    String::from_utf8_lossy(&text)
+                );
+                compared += 1;
+                found += usize::from(whole.is_some());
+            }
+        }
+        // The samples do find secrets (look-arounds and allowlists aside),
+        // and most rules are tried where their keywords are.
+        eprintln!("found {found} of {compared}");
+        assert!(found * 2 > compared, "{found} of {compared}");
+        assert!(
+            rules.at_keywords() * 4 > rules.len() * 3,
+            "{}",
+            rules.at_keywords()
+        );
+    }
+
+    #[test]
+    fn a_match_within_an_excused_one_is_not_one_where_keywords_are_either() {
+        // `abxxab`: the whole is the match, and excused; the `ab` at 4
+        // starts within it, so a search of the whole text never sees it.
+        let rules = Rules::parse(
+            r#"
+[[rules]]
+id = "t"
+regex = 'ab[a-z]{0,10}'
+keywords = ["ab"]
+[[rules.allowlists]]
+regexTarget = "match"
+regexes = ['^abx']
+"#,
+        )
+        .unwrap();
+        assert_eq!(rules.at_keywords(), 1);
+        let text = format!("abxxab{}", " ".repeat(40));
+        assert_eq!(rules.find_in(text.as_bytes(), false), None);
+        assert_eq!(rules.find_in(text.as_bytes(), true), None);
+        let text = format!("abxx ab{}", " ".repeat(40));
+        assert_eq!(
+            rules.find_in(text.as_bytes(), true).map(|f| f.start),
+            Some(5)
         );
     }
 
