@@ -40,7 +40,7 @@ const GRAM: usize = 8;
 /// The filter's size, in bits (a power of two): 32 KiB, which stays in
 /// a core's first-level cache; a typical home's few thousand fingerprints
 /// set a few per cent of it.
-const FILTER_BITS: usize = 1 << 16;
+const FILTER_BITS: usize = 1 << 18;
 
 /// The keys are hashes already: used as they are.
 #[derive(Default)]
@@ -189,11 +189,11 @@ impl Fingerprints {
 
     /// Keeps the fingerprints of one secret piece (a value, a line of a
     /// key file) of `source`; a piece shorter than [`MIN_PIECE`] is not
-    /// kept.
-    pub fn add(&mut self, piece: &[u8], source: u16) {
+    /// kept. Whether it was.
+    pub fn add(&mut self, piece: &[u8], source: u16) -> bool {
         let piece = piece.trim_ascii();
         if piece.len() < MIN_PIECE {
-            return;
+            return false;
         }
         if piece.len() < WINDOW {
             let whole = self.hash(piece);
@@ -208,13 +208,14 @@ impl Fingerprints {
                     source,
                 });
             }
-            return;
+            return true;
         }
         for at in 0..=piece.len() - PROBE {
             let (g, w) = (self.gram(piece, at), self.window(piece, at));
             self.mark(g);
             self.windows.entry(w).or_insert(source);
         }
+        true
     }
 
     /// The source of a run of a kept secret that `text` holds, if any.
@@ -223,14 +224,14 @@ impl Fingerprints {
             return None;
         }
         let windows = !self.windows.is_empty();
-        let mut at = 0;
-        while at + GRAM <= text.len() {
+        let mut next = 0;
+        while next + GRAM <= text.len() {
+            let at = next;
+            next += STRIDE;
             let g = self.gram(text, at);
-            at += STRIDE;
             if !self.marked(g) {
                 continue;
             }
-            let at = at - STRIDE;
             if windows && at + PROBE <= text.len() {
                 if let Some(&source) = self.windows.get(&self.window(text, at)) {
                     return Some(source);

@@ -79,9 +79,7 @@ impl Sources {
             let Ok(index) = u16::try_from(variables.len()) else {
                 break;
             };
-            let before = fingerprints.len();
-            fingerprints.add(value.as_bytes(), index);
-            if fingerprints.len() > before {
+            if fingerprints.add(value.as_bytes(), index) {
                 variables.push(format!("${name}"));
             }
         }
@@ -188,11 +186,11 @@ impl Sources {
             let Ok(index) = u16::try_from(first + sources.len()) else {
                 return;
             };
-            let before = f.len();
+            let mut kept = false;
             for piece in pieces {
-                f.add(piece.as_bytes(), index);
+                kept |= f.add(piece.as_bytes(), index);
             }
-            if f.len() > before {
+            if kept {
                 sources.push(name);
             }
         };
