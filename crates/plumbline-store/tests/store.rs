@@ -947,6 +947,13 @@ pub fn a_repeated_listing_is_recorded_as_a_copy_of_the_newest_only(backend: Back
         store.latest_successful("b", None).unwrap().unwrap().id,
         answers[1].unwrap()
     );
+    // One server twice, repeating its newest both times: the first is
+    // copied, and then it is no longer the newest.
+    let newest = answers[0].unwrap();
+    let twice = store
+        .record_repeats(&[repeat(newest, None), repeat(newest, None)])
+        .unwrap();
+    assert!(twice[0].is_some() && twice[1].is_none(), "{twice:?}");
     assert_eq!(store.history_id().unwrap(), store.history_id().unwrap());
 }
 

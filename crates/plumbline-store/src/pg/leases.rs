@@ -37,7 +37,6 @@ impl Session {
         let err = self.derived_err(what);
 
         let label = self.label.clone();
-        let servers: Vec<&[u8]> = claim.servers.iter().map(String::as_bytes).collect();
         let me = claim.holder.as_bytes();
         let mut db = self.db().map_err(&err)?;
         let mut tx = db.transaction().map_err(&err)?;
@@ -58,11 +57,6 @@ impl Session {
                 .saturating_sub(claim.lease_ms.saturating_mul(10))],
         )
         .map_err(&err)?;
-        tx.execute(
-            "INSERT INTO leases (server) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
-            &[&servers],
-        )
-        .map_err(&err)?;
         let live: i64 = tx
             .query_one(
                 "SELECT count(*) FROM watchers WHERE last_seen_ms >= $1",
@@ -80,15 +74,51 @@ impl Session {
                 expires_at_ms: row.try_get(3).map_err(&err)?,
             })
         };
-        let rows = tx
-            .query(
-                &format!("{LEASES} WHERE l.server = ANY($1) OR l.holder = $2 ORDER BY l.server"),
-                &[&servers, &me],
-            )
-            .map_err(&err)?
+        // Every lease row, read whole and picked here (the servers claimed,
+        // and any other this watcher holds): a filter on a thousand-name
+        // array cost the database a comparison per name and row. A server
+        // without a row yet (the first claim of it) gets one; rows are
+        // never deleted, so after the first claim none is inserted.
+        let wanted: std::collections::HashSet<&str> =
+            claim.servers.iter().map(String::as_str).collect();
+        let read =
+            |tx: &mut super::Db<'_, postgres::Transaction<'_>>| -> Result<Vec<Lease>, StoreError> {
+                let rows = tx
+                    .query(&format!("{LEASES} ORDER BY l.server"), &[])
+                    .map_err(&err)?;
+                let mut out = Vec::new();
+                for row in &rows {
+                    let l = lease(row)?;
+                    if wanted.contains(l.server.as_str())
+                        || l.holder.as_deref() == Some(&claim.holder)
+                    {
+                        out.push(l);
+                    }
+                }
+                Ok(out)
+            };
+        let mut rows = read(&mut tx)?;
+        if rows
             .iter()
-            .map(lease)
-            .collect::<Result<Vec<_>, _>>()?;
+            .filter(|l| wanted.contains(l.server.as_str()))
+            .count()
+            < wanted.len()
+        {
+            let present: std::collections::HashSet<&str> =
+                rows.iter().map(|l| l.server.as_str()).collect();
+            let missing: Vec<&[u8]> = claim
+                .servers
+                .iter()
+                .filter(|s| !present.contains(s.as_str()))
+                .map(String::as_bytes)
+                .collect();
+            tx.execute(
+                "INSERT INTO leases (server) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
+                &[&missing],
+            )
+            .map_err(&err)?;
+            rows = read(&mut tx)?;
+        }
         let seen: std::collections::HashMap<&str, &Lease> =
             rows.iter().map(|l| (l.server.as_str(), l)).collect();
         for write in decide(claim, &rows, live.max(1) as u64) {
