@@ -772,6 +772,24 @@ pub fn watchers_share_the_servers_and_a_lost_lease_records_nothing(backend: Back
         claim(&mut store, "w1", later + 1),
         held(&[("a", 3), ("b", 3), ("c", 3), ("d", 3)])
     );
+    // A server configured after the first claims has no lease row yet:
+    // the claim that first names it makes one and takes it.
+    let grown = store
+        .claim_leases(&LeaseClaim {
+            holder: "w1".into(),
+            servers: ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+            lease_ms,
+            now_ms: later + 2,
+            live_since_ms: None,
+        })
+        .expect("claim")
+        .into_iter()
+        .map(|l| (l.server, l.epoch))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        grown,
+        held(&[("a", 3), ("b", 3), ("c", 3), ("d", 3), ("e", 1)])
+    );
 }
 
 pub fn a_claimed_alert_is_due_for_nobody_else_until_its_claim_runs_out(backend: Backend) {

@@ -79,39 +79,35 @@ impl Session {
         // array cost the database a comparison per name and row. A server
         // without a row yet (the first claim of it) gets one; rows are
         // never deleted, so after the first claim none is inserted.
-        let wanted: std::collections::HashSet<&str> =
-            claim.servers.iter().map(String::as_str).collect();
-        let read =
-            |tx: &mut super::Db<'_, postgres::Transaction<'_>>| -> Result<Vec<Lease>, StoreError> {
-                let rows = tx
-                    .query(&format!("{LEASES} ORDER BY l.server"), &[])
-                    .map_err(&err)?;
-                let mut out = Vec::new();
-                for row in &rows {
-                    let l = lease(row)?;
-                    if wanted.contains(l.server.as_str())
-                        || l.holder.as_deref() == Some(&claim.holder)
-                    {
-                        out.push(l);
-                    }
-                }
-                Ok(out)
-            };
+        let wanted: std::collections::HashSet<&[u8]> =
+            claim.servers.iter().map(String::as_bytes).collect();
+        let read = |tx: &mut super::Db<'_, postgres::Transaction<'_>>| {
+            let rows = tx
+                .query(&format!("{LEASES} ORDER BY l.server"), &[])
+                .map_err(&err)?;
+            rows.iter()
+                .filter(|row| {
+                    row.try_get::<_, &[u8]>(0)
+                        .is_ok_and(|server| wanted.contains(server))
+                        || row.try_get::<_, Option<&[u8]>>(1).ok().flatten() == Some(me)
+                })
+                .map(lease)
+                .collect::<Result<Vec<_>, StoreError>>()
+        };
         let mut rows = read(&mut tx)?;
-        if rows
-            .iter()
-            .filter(|l| wanted.contains(l.server.as_str()))
-            .count()
-            < wanted.len()
-        {
-            let present: std::collections::HashSet<&str> =
-                rows.iter().map(|l| l.server.as_str()).collect();
-            let missing: Vec<&[u8]> = claim
+        let missing: Vec<&[u8]> = {
+            let present: std::collections::HashSet<&[u8]> =
+                rows.iter().map(|l| l.server.as_bytes()).collect();
+            // In the claim's order, as before: watchers inserting the same
+            // new names take their index entries alike.
+            claim
                 .servers
                 .iter()
-                .filter(|s| !present.contains(s.as_str()))
                 .map(String::as_bytes)
-                .collect();
+                .filter(|s| !present.contains(s))
+                .collect()
+        };
+        if !missing.is_empty() {
             tx.execute(
                 "INSERT INTO leases (server) SELECT unnest($1::bytea[]) ON CONFLICT DO NOTHING",
                 &[&missing],
