@@ -1481,6 +1481,61 @@ fn a_lost_postgresql_connection_fails_one_call_and_the_next_connects_again() {
         .expect("recorded after reconnecting");
 }
 
+/// PostgreSQL does not check an observation's content references with
+/// foreign keys (schema version 7: repeated listings copy them from a
+/// sound row); `store check` does, and finds a row naming content that is
+/// not there.
+#[test]
+fn a_postgresql_observation_naming_missing_content_is_found_by_store_check() {
+    let (fx, mut store) = new_store(Backend::Postgres);
+    let first = store
+        .record_observation(&ok_observation("docs", 1, vec![raw(r#"{"name":"a"}"#)]))
+        .expect("recorded");
+    let identity = String::from_utf8(canonicalize(IDENTITY.as_bytes()).unwrap()).unwrap();
+    let copy = store
+        .record_repeats(&[plumbline_store::Repeat {
+            server: "docs".into(),
+            identity,
+            previous: first,
+            started_at_ms: 500,
+            finished_at_ms: 600,
+            lease: None,
+        }])
+        .expect("recorded")[0]
+        .expect("a copy");
+    assert_eq!(
+        plumbline_store::tables::check(&store).unwrap(),
+        Vec::<String>::new()
+    );
+    // Rows as a faulty writer (or a hand) might leave them.
+    fx.execute(&format!(
+        "UPDATE observations SET server_info_id = 1000001 WHERE id = {};
+         UPDATE observations SET tool_set_id = 1000002 WHERE id = {}",
+        first.0, copy.0
+    ));
+    let found = plumbline_store::tables::check(&store).unwrap();
+    assert!(
+        found.contains(&format!(
+            "observation {} names a missing documents row Some(1000001)",
+            first.0
+        )),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&format!(
+            "observation {} names a missing tool set 1000002",
+            copy.0
+        )),
+        "{found:?}"
+    );
+    // The one CHECK left still admits only the two outcomes.
+    let refused = fx.database().unwrap().client().batch_execute(&format!(
+        "UPDATE observations SET outcome = 'maybe' WHERE id = {}",
+        first.0
+    ));
+    assert!(refused.is_err(), "an unknown outcome is refused");
+}
+
 #[test]
 fn a_postgresql_location_that_cannot_be_reached_says_where_without_its_password() {
     // A port nothing listens on (the test server's, plus one).

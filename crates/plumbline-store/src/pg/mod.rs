@@ -63,6 +63,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_authorization.sql"),
     include_str!("migrations/0005_guard_events.sql"),
     include_str!("migrations/0006_history_and_server_names.sql"),
+    include_str!("migrations/0007_observation_checks.sql"),
 ];
 
 /// The advisory lock that makes migrating a singleton across every

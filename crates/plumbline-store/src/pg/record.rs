@@ -502,8 +502,9 @@ impl Session {
     }
 
     /// [`crate::Store::record_repeats`], in one round trip: the function
-    /// schema version 6 defines locks each server's row (and shares its
-    /// lease), then inserts the copy with a snapshot taken after the lock.
+    /// schema version 7 defines locks the servers' rows (and shares their
+    /// leases) in one statement each, then inserts the copies in one, with
+    /// a snapshot taken after the locks.
     pub(super) fn record_repeats(
         &mut self,
         repeats: &[crate::Repeat],
