@@ -38,7 +38,10 @@ ALTER TABLE observations
 -- is still the server's newest, successful and without problems. Locks
 -- are always taken servers first, each set in name order, as the other
 -- writers take them (one server, then its lease), so two writers never
--- wait on each other in a cycle.
+-- wait on each other in a cycle. Each lock statement also says
+-- `name = ANY (p_servers)`, which the join already implies: it makes the
+-- planner read the names' index rows, where without it it hashed the
+-- whole servers table (1,000 rows read for a batch of eight).
 CREATE OR REPLACE FUNCTION plumbline_record_repeats(
     p_servers BYTEA[], p_identities TEXT[], p_previous BIGINT[],
     p_started_at_ms BIGINT[], p_finished_at_ms BIGINT[],
