@@ -34,53 +34,81 @@ fn put_content(
     tx.query_one(select, &params[..1])?.try_get(0)
 }
 
-/// Stores a document unless already present; returns its row id.
-fn put_document(tx: &mut Tx<'_>, body: Option<&[u8]>) -> Result<Option<i64>, postgres::Error> {
+/// Stores a document unless already present (`known`, by digest);
+/// returns its row id.
+fn put_document(
+    tx: &mut Tx<'_>,
+    known: &mut HashMap<Digest, i64>,
+    body: Option<&[u8]>,
+) -> Result<Option<i64>, postgres::Error> {
     let Some(body) = body else { return Ok(None) };
     let key = digest(body);
-    put_content(
+    if let Some(id) = known.get(&key) {
+        return Ok(Some(*id));
+    }
+    let id = put_content(
         tx,
         "INSERT INTO documents (digest, body) VALUES ($1, $2)
          ON CONFLICT (digest) DO NOTHING RETURNING id",
         "SELECT id FROM documents WHERE digest = $1",
         &[&&key.as_bytes()[..], &body],
-    )
-    .map(Some)
+    )?;
+    known.insert(key, id);
+    Ok(Some(id))
 }
 
 /// A raw tool as stored: its row id and canonical digest.
 type Stored = (i64, Option<Digest>);
 
-/// The raw tools among `digests` that the store already holds, read at
-/// once: an unchanged listing costs one round trip, not one per tool.
-fn known_raw_tools(
+/// What the store holds of a listing's content: raw tools and documents
+/// by digest.
+type Known = (HashMap<Digest, Stored>, HashMap<Digest, i64>);
+
+/// What the store already holds of a listing's content: the raw tools
+/// among `tools` and the documents among `documents`, read in one
+/// statement. An observation of tools the store has seen before (another
+/// endpoint's, or this one's before a restart) costs one round trip for
+/// its content, not one or two per tool and document.
+fn known_contents(
     tx: &mut Tx<'_>,
-    digests: &[Digest],
-) -> Result<HashMap<Digest, Stored>, postgres::Error> {
-    let keys: Vec<&[u8]> = digests.iter().map(|d| &d.as_bytes()[..]).collect();
+    tools: &[Digest],
+    documents: &[Digest],
+) -> Result<Known, postgres::Error> {
+    let keys =
+        |ds: &[Digest]| -> Vec<Vec<u8>> { ds.iter().map(|d| d.as_bytes().to_vec()).collect() };
     let rows = tx.query(
-        "SELECT r.digest, r.id, v.digest FROM raw_tools r
+        "SELECT false, r.digest, r.id, v.digest FROM raw_tools r
          LEFT JOIN tool_versions v ON v.id = r.tool_version_id
-         WHERE r.digest = ANY($1)",
-        &[&keys],
+         WHERE r.digest = ANY($1)
+         UNION ALL
+         SELECT true, digest, id, NULL FROM documents WHERE digest = ANY($2)",
+        &[&keys(tools), &keys(documents)],
     )?;
     let mut known = HashMap::with_capacity(rows.len());
+    let mut known_documents = HashMap::new();
     for row in rows {
-        let raw: Vec<u8> = row.try_get(0)?;
-        let canonical: Option<Vec<u8>> = row.try_get(2)?;
+        let document: bool = row.try_get(0)?;
+        let stored: Vec<u8> = row.try_get(1)?;
         // A stored digest of the wrong length cannot come from this code;
-        // treat it as "no canonical form" rather than fail the observation.
-        if let Some(raw) = Digest::from_slice(&raw) {
-            known.insert(
-                raw,
-                (
-                    row.try_get(1)?,
-                    canonical.and_then(|c| Digest::from_slice(&c)),
-                ),
-            );
+        // treat it as "not stored" (or "no canonical form") rather than
+        // fail the observation.
+        let Some(stored) = Digest::from_slice(&stored) else {
+            continue;
+        };
+        if document {
+            known_documents.insert(stored, row.try_get(2)?);
+            continue;
         }
+        let canonical: Option<Vec<u8>> = row.try_get(3)?;
+        known.insert(
+            stored,
+            (
+                row.try_get(2)?,
+                canonical.and_then(|c| Digest::from_slice(&c)),
+            ),
+        );
     }
-    Ok(known)
+    Ok((known, known_documents))
 }
 
 /// Stores a tool's raw bytes unless already present (`known`); returns
@@ -381,7 +409,15 @@ impl Session {
             )
             .collect();
         let wanted: Vec<Digest> = contents.iter().map(|(d, _)| *d).collect();
-        let mut known = known_raw_tools(&mut tx, &wanted).map_err(&tools_err)?;
+        let documents = [
+            observation.server_info.as_deref(),
+            observation.capabilities.as_deref(),
+            observation.instructions.as_deref().map(str::as_bytes),
+            observation.authorization.as_deref(),
+        ];
+        let document_digests: Vec<Digest> = documents.iter().flatten().map(|b| digest(b)).collect();
+        let (mut known, mut known_documents) =
+            known_contents(&mut tx, &wanted, &document_digests).map_err(&tools_err)?;
         let mut fresh: Vec<(Digest, &[u8])> = contents
             .into_iter()
             .filter(|(d, _)| !known.contains_key(d))
@@ -400,17 +436,17 @@ impl Session {
             Outcome::Ok => Some(put_tool_set(&mut tx, &entries).map_err(&set_err)?),
             Outcome::Failed { .. } => None,
         };
-        let server_info_id =
-            put_document(&mut tx, observation.server_info.as_deref()).map_err(&doc_err)?;
-        let capabilities_id =
-            put_document(&mut tx, observation.capabilities.as_deref()).map_err(&doc_err)?;
-        let instructions_id = put_document(
-            &mut tx,
-            observation.instructions.as_deref().map(str::as_bytes),
-        )
-        .map_err(&doc_err)?;
-        let authorization_id =
-            put_document(&mut tx, observation.authorization.as_deref()).map_err(&doc_err)?;
+        let [server_info_id, capabilities_id, instructions_id, authorization_id] = {
+            let mut ids = [None; 4];
+            // What is new, in digest order (as tools are).
+            let mut order: Vec<usize> = (0..documents.len()).collect();
+            order.sort_by_key(|&i| documents[i].map(digest));
+            for i in order {
+                ids[i] =
+                    put_document(&mut tx, &mut known_documents, documents[i]).map_err(&doc_err)?;
+            }
+            ids
+        };
         let error = observation.outcome.error().map(str::as_bytes);
         let id: i64 = tx
             .query_one(
@@ -463,20 +499,23 @@ impl Session {
                 }
             }
             // The server's names are this listing's (see SQLite's).
+            // One statement: the names this listing does not hold go, the
+            // ones it adds come (those it keeps are left alone, so the two
+            // parts never touch the same row).
             if previous.is_none_or(|(_, previous_set)| previous_set != set) {
                 tx.execute(
-                    "DELETE FROM server_names WHERE server_id = $1",
-                    &[&server_id],
-                )
-                .and_then(|_| {
-                    tx.execute(
-                        "INSERT INTO server_names (server_id, name)
-                         SELECT $1, name FROM tool_set_entries
+                    "WITH kept AS (
+                         SELECT name FROM tool_set_entries
                          WHERE tool_set_id = $2 AND name IS NOT NULL
-                         ON CONFLICT DO NOTHING",
-                        &[&server_id, &set],
-                    )
-                })
+                     ), gone AS (
+                         DELETE FROM server_names
+                         WHERE server_id = $1 AND name NOT IN (SELECT name FROM kept)
+                     )
+                     INSERT INTO server_names (server_id, name)
+                     SELECT DISTINCT $1::bigint, name FROM kept
+                     ON CONFLICT DO NOTHING",
+                    &[&server_id, &set],
+                )
                 .map_err(&names_err)?;
             }
         }
