@@ -173,5 +173,60 @@ fn secret_check(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench, read_calls, secret_check);
+/// Where the known-format check of 10 KB of real tool descriptions (the
+/// text `scripts/bench-guard` sends) spends its time: every rule, none
+/// (the keyword pass alone: its loop over the text, with nothing to
+/// find), and the rules alone whose keywords the text holds most (JWT's
+/// `ey`, searched for in the whole text; Atlassian's product names, tried
+/// at each of them).
+fn rule_parts(c: &mut Criterion) {
+    use plumbline_guard::secrets::rules::Rules;
+    let listing: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../testdata/listings/mcp-atlassian/0.23.1.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let text: String = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["description"].as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let body: String = text.chars().cycle().take(10 << 10).collect();
+    let config = include_str!("../data/gitleaks.toml");
+    let (head, rest) = config.split_at(config.find("[[rules]]").unwrap());
+    let only = |keep: &dyn Fn(&str) -> bool| {
+        let mut t = head.to_owned();
+        for rule in rest.split("[[rules]]").filter(|r| !r.trim().is_empty()) {
+            let id = rule
+                .lines()
+                .find_map(|l| l.strip_prefix("id = "))
+                .unwrap_or("");
+            if keep(id.trim_matches('"')) {
+                t.push_str("[[rules]]");
+                t.push_str(rule);
+            }
+        }
+        Rules::parse(&t).unwrap()
+    };
+    let mut g = c.benchmark_group("rules_10kb_descriptions");
+    for (label, rules) in [
+        ("all", only(&|_| true)),
+        ("none", only(&|_| false)),
+        ("jwt", only(&|id| id == "jwt")),
+        ("atlassian", only(&|id| id == "atlassian-api-token")),
+    ] {
+        assert!(rules.find_bytes(body.as_bytes()).is_none());
+        g.bench_function(label, |b| {
+            b.iter(|| black_box(rules.find_bytes(black_box(body.as_bytes()))))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, read_calls, secret_check, rule_parts);
 criterion_main!(benches);
