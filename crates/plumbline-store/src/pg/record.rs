@@ -34,17 +34,16 @@ fn put_content(
     tx.query_one(select, &params[..1])?.try_get(0)
 }
 
-/// Stores a document unless already present (`known`, by digest);
-/// returns its row id.
+/// Stores a document (`body`, whose digest is `key`) unless already
+/// present (`known`); returns its row id.
 fn put_document(
     tx: &mut Tx<'_>,
     known: &mut HashMap<Digest, i64>,
-    body: Option<&[u8]>,
-) -> Result<Option<i64>, postgres::Error> {
-    let Some(body) = body else { return Ok(None) };
-    let key = digest(body);
+    key: Digest,
+    body: &[u8],
+) -> Result<i64, postgres::Error> {
     if let Some(id) = known.get(&key) {
-        return Ok(Some(*id));
+        return Ok(*id);
     }
     let id = put_content(
         tx,
@@ -54,7 +53,7 @@ fn put_document(
         &[&&key.as_bytes()[..], &body],
     )?;
     known.insert(key, id);
-    Ok(Some(id))
+    Ok(id)
 }
 
 /// A raw tool as stored: its row id and canonical digest.
@@ -74,8 +73,9 @@ fn known_contents(
     tools: &[Digest],
     documents: &[Digest],
 ) -> Result<Known, postgres::Error> {
-    let keys =
-        |ds: &[Digest]| -> Vec<Vec<u8>> { ds.iter().map(|d| d.as_bytes().to_vec()).collect() };
+    fn keys(ds: &[Digest]) -> Vec<&[u8]> {
+        ds.iter().map(|d| &d.as_bytes()[..]).collect()
+    }
     let rows = tx.query(
         "SELECT false, r.digest, r.id, v.digest FROM raw_tools r
          LEFT JOIN tool_versions v ON v.id = r.tool_version_id
@@ -409,13 +409,15 @@ impl Session {
             )
             .collect();
         let wanted: Vec<Digest> = contents.iter().map(|(d, _)| *d).collect();
+        // The documents, each hashed once; `None` where there is none.
         let documents = [
             observation.server_info.as_deref(),
             observation.capabilities.as_deref(),
             observation.instructions.as_deref().map(str::as_bytes),
             observation.authorization.as_deref(),
-        ];
-        let document_digests: Vec<Digest> = documents.iter().flatten().map(|b| digest(b)).collect();
+        ]
+        .map(|body| body.map(|b| (digest(b), b)));
+        let document_digests: Vec<Digest> = documents.iter().flatten().map(|(d, _)| *d).collect();
         let (mut known, mut known_documents) =
             known_contents(&mut tx, &wanted, &document_digests).map_err(&tools_err)?;
         let mut fresh: Vec<(Digest, &[u8])> = contents
@@ -440,10 +442,13 @@ impl Session {
             let mut ids = [None; 4];
             // What is new, in digest order (as tools are).
             let mut order: Vec<usize> = (0..documents.len()).collect();
-            order.sort_by_key(|&i| documents[i].map(digest));
+            order.sort_by_key(|&i| documents[i].map(|(d, _)| d));
             for i in order {
-                ids[i] =
-                    put_document(&mut tx, &mut known_documents, documents[i]).map_err(&doc_err)?;
+                if let Some((key, body)) = documents[i] {
+                    ids[i] = Some(
+                        put_document(&mut tx, &mut known_documents, key, body).map_err(&doc_err)?,
+                    );
+                }
             }
             ids
         };
@@ -512,7 +517,7 @@ impl Session {
                          WHERE server_id = $1 AND name NOT IN (SELECT name FROM kept)
                      )
                      INSERT INTO server_names (server_id, name)
-                     SELECT DISTINCT $1::bigint, name FROM kept
+                     SELECT $1::bigint, name FROM kept
                      ON CONFLICT DO NOTHING",
                     &[&server_id, &set],
                 )
