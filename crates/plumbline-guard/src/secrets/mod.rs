@@ -98,7 +98,7 @@ fn readings(text: &str) -> Vec<(Option<&'static str>, Cow<'_, [u8]>)> {
             out.push((Some("hex"), Cow::Owned(bytes)));
         }
     }
-    if text.contains('%') {
+    if memchr::memchr(b'%', text.as_bytes()).is_some() {
         let bytes: Vec<u8> = percent_decode(text.as_bytes());
         if bytes != text.as_bytes() {
             out.push((Some("percent"), Cow::Owned(bytes)));
