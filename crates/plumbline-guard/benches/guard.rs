@@ -185,41 +185,45 @@ fn secret_check(c: &mut Criterion) {
         )
     };
     assert!(scan().is_none());
-    g.bench_function("scan_descriptions_10kb", |b| b.iter(scan));
     let mut trash = vec![0u8; 16 << 20];
-    g.bench_function("scan_descriptions_10kb_cold", |b| {
-        b.iter_batched(
-            || evict(&mut trash),
-            |()| scan(),
-            criterion::BatchSize::PerIteration,
-        )
-    });
-    // Its parts: the fingerprints of the user's secrets alone.
-    let own = plumbline_guard::secrets::local::Sources::new(
-        Some(dir.path().join("home")),
-        Some(dir.path().join("project")),
-        std::env::vars(),
-    );
+    hot_and_cold(&mut g, "scan_descriptions_10kb", &mut trash, scan);
+    // Its parts: the fingerprints of the user's secrets alone (the
+    // check's own, held while the check is not run).
+    let own = watch.own.lock().unwrap();
     let fingerprints = || black_box(own.found_in(black_box(body.as_bytes())));
     assert!(fingerprints().is_none());
-    g.bench_function("fingerprints_descriptions_10kb", |b| b.iter(fingerprints));
-    g.bench_function("fingerprints_descriptions_10kb_cold", |b| {
-        b.iter_batched(
-            || evict(&mut trash),
-            |()| fingerprints(),
-            criterion::BatchSize::PerIteration,
-        )
-    });
+    hot_and_cold(
+        &mut g,
+        "fingerprints_descriptions_10kb",
+        &mut trash,
+        fingerprints,
+    );
+    drop(own);
     g.finish();
 }
 
-/// Writes a buffer larger than the caches, so that what a check reads
-/// next comes from memory.
-fn evict(trash: &mut [u8]) {
-    for at in (0..trash.len()).step_by(64) {
-        trash[at] = trash[at].wrapping_add(1);
-    }
-    black_box(trash);
+/// Times `f` hot (`name`) and from a cold cache (`name_cold`): before
+/// each run of the latter, a buffer larger than the caches (`trash`) is
+/// written, so that what `f` reads comes from memory.
+fn hot_and_cold<O>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    trash: &mut [u8],
+    f: impl Fn() -> O,
+) {
+    g.bench_function(name, |b| b.iter(&f));
+    g.bench_function(format!("{name}_cold"), |b| {
+        b.iter_batched(
+            || {
+                for at in (0..trash.len()).step_by(64) {
+                    trash[at] = trash[at].wrapping_add(1);
+                }
+                black_box(&mut *trash);
+            },
+            |()| f(),
+            criterion::BatchSize::PerIteration,
+        )
+    });
 }
 
 /// `size` bytes of mcp-atlassian's tool descriptions, joined: the text
@@ -270,15 +274,8 @@ fn rule_parts(c: &mut Criterion) {
         ("atlassian", only(&|id| id == "atlassian-api-token")),
     ] {
         assert!(rules.find_bytes(body.as_bytes()).is_none());
-        g.bench_function(label, |b| {
-            b.iter(|| black_box(rules.find_bytes(black_box(body.as_bytes()))))
-        });
-        g.bench_function(format!("{label}_cold"), |b| {
-            b.iter_batched(
-                || evict(&mut trash),
-                |()| black_box(rules.find_bytes(black_box(body.as_bytes()))),
-                criterion::BatchSize::PerIteration,
-            )
+        hot_and_cold(&mut g, label, &mut trash, || {
+            black_box(rules.find_bytes(black_box(body.as_bytes())))
         });
     }
     g.finish();
