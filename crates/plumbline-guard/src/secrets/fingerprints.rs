@@ -19,9 +19,22 @@
 //! of [`PROBE`] to [`WINDOW`] bytes is found when it starts at a position
 //! read; a hash collision could at worst refuse a benign call, never let
 //! a secret through.
+//!
+//! Most pieces are tokens (a key's lines, access keys, passwords of
+//! letters and digits): made of [`runs::token`] bytes alone. A text holds
+//! such a piece's run only inside a run of token bytes as long, and prose
+//! holds few of those. So the grams of all-token runs and pieces have
+//! their own filter, read only inside the text's runs of at least
+//! [`PROBE`] (or the shortest all-token piece) token bytes; the others
+//! have another, read everywhere, and not at all when there are none.
+//! Both read the same positions (every [`STRIDE`]-th of the text): what is
+//! found, and which match is found first, are the same as with one filter
+//! read everywhere.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+
+use super::runs;
 
 /// The run of a secret a text must hold to match.
 pub const WINDOW: usize = 24;
@@ -84,8 +97,15 @@ pub struct Fingerprints {
     /// [`STRIDE`] offsets.
     shorts: Map<Vec<Short>>,
     /// One bit per gram hash (its top bits): the first gram of every
-    /// probe kept, and the first [`STRIDE`] of every short piece.
-    filter: Vec<u64>,
+    /// probe kept, and the first [`STRIDE`] of every short piece; of
+    /// those all of token bytes, read inside the text's long runs alone.
+    tokens: Vec<u64>,
+    /// The same of the others, read everywhere (empty while there are
+    /// none).
+    others: Vec<u64>,
+    /// The shortest run of token bytes an all-token match is part of
+    /// (`usize::MAX` while there is none).
+    least_run: usize,
 }
 
 impl Default for Fingerprints {
@@ -124,7 +144,9 @@ impl Fingerprints {
             keys: [key(1), key(2), key(3), key(4)],
             windows: Map::default(),
             shorts: Map::default(),
-            filter: vec![0; FILTER_BITS / 64],
+            tokens: vec![0; FILTER_BITS / 64],
+            others: Vec::new(),
+            least_run: usize::MAX,
         }
     }
 
@@ -176,15 +198,25 @@ impl Fingerprints {
         (i / 64, 1 << (i % 64))
     }
 
-    fn mark(&mut self, g: u64) {
+    /// Marks a gram of a run (or short piece) `run`: in the filter of
+    /// all-token runs, or the other.
+    fn mark(&mut self, g: u64, run: &[u8]) {
         let (word, bit) = Self::bit(g);
-        self.filter[word] |= bit;
+        if run.iter().all(|&b| runs::token(b)) {
+            self.tokens[word] |= bit;
+            self.least_run = self.least_run.min(run.len());
+        } else {
+            if self.others.is_empty() {
+                self.others = vec![0; FILTER_BITS / 64];
+            }
+            self.others[word] |= bit;
+        }
     }
 
     #[inline(always)]
-    fn marked(&self, g: u64) -> bool {
+    fn marked(filter: &[u64], g: u64) -> bool {
         let (word, bit) = Self::bit(g);
-        self.filter[word] & bit != 0
+        filter[word] & bit != 0
     }
 
     /// Keeps the fingerprints of one secret piece (a value, a line of a
@@ -200,7 +232,7 @@ impl Fingerprints {
             // MIN_PIECE >= GRAM + STRIDE - 1: each offset has its gram.
             for offset in 0..STRIDE {
                 let g = self.gram(piece, offset);
-                self.mark(g);
+                self.mark(g, piece);
                 self.shorts.entry(g).or_default().push(Short {
                     offset,
                     len: piece.len(),
@@ -212,7 +244,7 @@ impl Fingerprints {
         }
         for at in 0..=piece.len() - PROBE {
             let (g, w) = (self.gram(piece, at), self.window(piece, at));
-            self.mark(g);
+            self.mark(g, &piece[at..at + PROBE]);
             self.windows.entry(w).or_insert(source);
         }
         true
@@ -220,40 +252,151 @@ impl Fingerprints {
 
     /// The source of a run of a kept secret that `text` holds, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<u16> {
+        let mut long = Vec::new();
+        if self.least_run != usize::MAX {
+            runs::runs(text, self.least_run, &mut long);
+        }
+        self.found_in_runs(text, &long)
+    }
+
+    /// The shortest run of token bytes a text must hold for an all-token
+    /// piece to be found in it ([`Fingerprints::found_in_runs`]).
+    pub fn least_run(&self) -> usize {
+        self.least_run
+    }
+
+    /// [`Fingerprints::found_in`], given the text's runs of token bytes
+    /// ([`runs::runs`], at least those of [`Fingerprints::least_run`]).
+    pub fn found_in_runs(&self, text: &[u8], long: &[std::ops::Range<usize>]) -> Option<u16> {
         if self.is_empty() || text.len() < MIN_PIECE {
             return None;
         }
-        let windows = !self.windows.is_empty();
-        let mut next = 0;
-        while next + GRAM <= text.len() {
-            let at = next;
-            next += STRIDE;
-            let g = self.gram(text, at);
-            if !self.marked(g) {
-                continue;
+        // The first match in the text's long runs, by the all-token
+        // filter; then, before it, by the other, everywhere.
+        let mut first = None;
+        'runs: for run in long.iter().filter(|r| r.len() >= self.least_run) {
+            let mut at = run.start.next_multiple_of(STRIDE);
+            while at + GRAM <= run.end {
+                if let Some(source) = self.probe(&self.tokens, text, at) {
+                    first = Some((at, source));
+                    break 'runs;
+                }
+                at += STRIDE;
             }
-            if windows && at + PROBE <= text.len() {
-                if let Some(&source) = self.windows.get(&self.window(text, at)) {
+        }
+        if !self.others.is_empty() {
+            let end = first.map_or(text.len(), |(at, _)| at);
+            let mut at = 0;
+            while at < end && at + GRAM <= text.len() {
+                if let Some(source) = self.probe(&self.others, text, at) {
                     return Some(source);
                 }
+                at += STRIDE;
             }
-            if let Some(found) = self.shorts.get(&g).and_then(|candidates| {
+        }
+        first.map(|(_, source)| source)
+    }
+
+    /// The source of a kept run or piece read at `at` (a position read),
+    /// when `filter` has its gram.
+    #[inline(always)]
+    fn probe(&self, filter: &[u64], text: &[u8], at: usize) -> Option<u16> {
+        let g = self.gram(text, at);
+        if !Self::marked(filter, g) {
+            return None;
+        }
+        if at + PROBE <= text.len() {
+            if let Some(&source) = self.windows.get(&self.window(text, at)) {
+                return Some(source);
+            }
+        }
+        self.shorts
+            .get(&g)
+            .and_then(|candidates| {
                 candidates.iter().find(|c| {
                     at.checked_sub(c.offset)
                         .and_then(|start| text.get(start..start + c.len))
                         .is_some_and(|piece| self.hash(piece) == c.hash)
                 })
-            }) {
-                return Some(found.source);
-            }
-        }
-        None
+            })
+            .map(|c| c.source)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Fingerprints {
+        /// [`Fingerprints::found_in`] by one filter (both in one), read
+        /// everywhere.
+        fn found_everywhere(&self, text: &[u8]) -> Option<u16> {
+            if self.is_empty() || text.len() < MIN_PIECE {
+                return None;
+            }
+            let mut both = self.tokens.clone();
+            for (b, o) in both.iter_mut().zip(&self.others) {
+                *b |= o;
+            }
+            (0..)
+                .step_by(STRIDE)
+                .take_while(|at| at + GRAM <= text.len())
+                .find_map(|at| self.probe(&both, text, at))
+        }
+    }
+
+    #[test]
+    fn reading_token_runs_alone_finds_what_reading_everywhere_does() {
+        let mut next = super::super::tests::draws(0x2545_f491_4f6c_dd1du64);
+        // Token bytes mostly, and some that are not (a space, `~`, a
+        // quote, a colon, a line end).
+        let byte = |next: &mut dyn FnMut(usize) -> usize| {
+            if next(6) == 0 {
+                b" ~\":\n"[next(5)]
+            } else {
+                b"aZ9_-+/=.kQ3"[next(12)]
+            }
+        };
+        let (mut found, mut rounds) = (0, 0);
+        for round in 0..400 {
+            let mut f = Fingerprints::new();
+            let mut secrets: Vec<Vec<u8>> = Vec::new();
+            for source in 0..1 + next(4) {
+                let len = MIN_PIECE + next(60);
+                let piece: Vec<u8> = if round % 3 == 0 {
+                    (0..len).map(|_| b"aZ9_-+/=.kQ3"[next(12)]).collect()
+                } else {
+                    (0..len).map(|_| byte(&mut next)).collect()
+                };
+                f.add(&piece, source as u16);
+                secrets.push(piece.trim_ascii().to_vec());
+            }
+            for _ in 0..20 {
+                let mut text: Vec<u8> = (0..next(40)).map(|_| byte(&mut next)).collect();
+                for _ in 0..1 + next(3) {
+                    let s = &secrets[next(secrets.len())];
+                    if s.is_empty() {
+                        continue;
+                    }
+                    let from = next(s.len());
+                    let to = from + next(s.len() - from + 1);
+                    text.extend_from_slice(&s[from..to]);
+                    text.extend((0..next(30)).map(|_| byte(&mut next)));
+                }
+                let want = f.found_everywhere(&text);
+                assert_eq!(
+                    f.found_in(&text),
+                    want,
+                    "{:?}",
+                    String::from_utf8_lossy(&text)
+                );
+                found += usize::from(want.is_some());
+                rounds += 1;
+            }
+        }
+        // Both ways find something often, and not always.
+        assert!(found * 5 > rounds && found < rounds, "{found} of {rounds}");
+    }
 
     #[test]
     fn any_window_of_a_secret_is_found_with_its_source_and_little_else() {

@@ -214,7 +214,23 @@ impl Sources {
 
     /// The source holding a run of `text`, if any.
     pub fn found_in(&self, text: &[u8]) -> Option<&str> {
-        let i = usize::from(self.fingerprints.found_in(text)?);
+        self.source(self.fingerprints.found_in(text)?)
+    }
+
+    /// The shortest run of token bytes in which a piece can be found
+    /// ([`Fingerprints::least_run`]).
+    pub fn least_run(&self) -> usize {
+        self.fingerprints.least_run()
+    }
+
+    /// [`Sources::found_in`], given the text's runs of token bytes
+    /// ([`Fingerprints::found_in_runs`]).
+    pub fn found_in_runs(&self, text: &[u8], long: &[std::ops::Range<usize>]) -> Option<&str> {
+        self.source(self.fingerprints.found_in_runs(text, long)?)
+    }
+
+    fn source(&self, index: u16) -> Option<&str> {
+        let i = usize::from(index);
         match i.checked_sub(self.variables.len()) {
             None => self.variables.get(i),
             Some(file) => self.sources.get(file),

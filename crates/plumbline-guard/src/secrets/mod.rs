@@ -8,6 +8,7 @@
 pub mod fingerprints;
 pub mod local;
 pub mod rules;
+pub mod runs;
 
 use std::borrow::Cow;
 use std::ops::ControlFlow;
@@ -138,13 +139,17 @@ pub fn inspect(
     rules: &rules::Rules,
     own: Option<&local::Sources>,
 ) -> Option<Material> {
-    if let Some(source) = own.and_then(|o| o.found_in(bytes)) {
+    // The text's runs of token bytes, read once for both checks.
+    let least = own.map_or(runs::RUN, |o| o.least_run().min(runs::RUN));
+    let mut long = Vec::new();
+    runs::runs(bytes, least, &mut long);
+    if let Some(source) = own.and_then(|o| o.found_in_runs(bytes, &long)) {
         return Some(Material::Own {
             source: source.to_owned(),
         });
     }
     rules
-        .find_bytes(bytes)
+        .find_in_runs(bytes, &long)
         .map(|f| Material::Format { rule: f.rule })
 }
 
@@ -178,8 +183,20 @@ pub fn scan(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Draws below `n` (xorshift: the same every run, for the tests that
+    /// compare two ways of reading on many drawn texts).
+    pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
+        let mut state = seed;
+        move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        }
+    }
 
     #[test]
     fn encodings_are_read_one_level_down() {
