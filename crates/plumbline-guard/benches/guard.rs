@@ -149,6 +149,12 @@ fn secret_check(c: &mut Criterion) {
             ))
         })
     });
+    // Reading the built-in rules (once per guard, at its first call):
+    // each rule's syntax is read for where its keywords are looked for.
+    g.bench_function("parse_rules", |b| {
+        let config = include_str!("../data/gitleaks.toml");
+        b.iter(|| black_box(plumbline_guard::secrets::rules::Rules::parse(config).unwrap()))
+    });
     let watch = plumbline_guard::SecretWatch::new(sources);
     let policy = Policy::default();
     let tools = listing("0.23.1");

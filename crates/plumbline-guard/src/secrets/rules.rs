@@ -273,12 +273,7 @@ impl AtKeywords {
     fn of(source: &str, keywords: &[String]) -> Option<AtKeywords> {
         use regex_automata::dfa::{dense, StartKind};
         let pattern = from_go(source);
-        let hir = regex_syntax::ParserBuilder::new()
-            .unicode(false)
-            .utf8(false)
-            .build()
-            .parse(&pattern)
-            .ok()?;
+        let hir = syntax(source)?;
         if !starts_with_a_keyword(&hir, keywords) {
             return None;
         }
@@ -315,6 +310,17 @@ impl AtKeywords {
     }
 }
 
+/// A rule's regex (Go's syntax) as its syntax tree, read as Go reads it
+/// ([`compile`]).
+fn syntax(source: &str) -> Option<regex_syntax::hir::Hir> {
+    regex_syntax::ParserBuilder::new()
+        .unicode(false)
+        .utf8(false)
+        .build()
+        .parse(&from_go(source))
+        .ok()
+}
+
 /// For a rule whose every match starts with one of its keywords (each of
 /// two bytes or more) and holds a long run of token bytes: how far into
 /// the match that run starts, at the latest ([`runs::reach`]).
@@ -322,16 +328,44 @@ fn near_runs(source: &str, keywords: &[String]) -> Option<usize> {
     if keywords.is_empty() || keywords.iter().any(|k| k.len() < 2) {
         return None;
     }
-    let hir = regex_syntax::ParserBuilder::new()
-        .unicode(false)
-        .utf8(false)
-        .build()
-        .parse(&from_go(source))
-        .ok()?;
+    let hir = syntax(source)?;
     if !starts_with_a_keyword(&hir, keywords) {
         return None;
     }
     runs::reach(&hir)
+}
+
+/// `hir` with each class of one letter in both cases (what `(?i)` makes
+/// of a letter) read as the letter in lower case: the same prefixes, ASCII
+/// case aside, without the many cases of each (`(?i)confluence` has 1,024)
+/// for the literal extractor to spell out.
+fn folded(hir: &regex_syntax::hir::Hir) -> regex_syntax::hir::Hir {
+    use regex_syntax::hir::{Capture, Class, Hir, HirKind, Repetition};
+    match hir.kind() {
+        HirKind::Class(Class::Bytes(c)) => match c.ranges() {
+            [a, b]
+                if a.start() == a.end()
+                    && b.start() == b.end()
+                    && a.start() != b.start()
+                    && a.start().is_ascii_alphabetic()
+                    && a.start().eq_ignore_ascii_case(&b.start()) =>
+            {
+                Hir::literal([a.start().to_ascii_lowercase()])
+            }
+            _ => hir.clone(),
+        },
+        HirKind::Repetition(r) => Hir::repetition(Repetition {
+            sub: Box::new(folded(&r.sub)),
+            ..r.clone()
+        }),
+        HirKind::Capture(c) => Hir::capture(Capture {
+            sub: Box::new(folded(&c.sub)),
+            ..c.clone()
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(folded).collect()),
+        HirKind::Alternation(alts) => Hir::alternation(alts.iter().map(folded).collect()),
+        _ => hir.clone(),
+    }
 }
 
 /// Whether every match of `hir` starts with one of `keywords` (ASCII case
@@ -346,7 +380,7 @@ fn starts_with_a_keyword(hir: &regex_syntax::hir::Hir, keywords: &[String]) -> b
         .kind(ExtractKind::Prefix)
         .limit_class(2)
         .limit_total(1 << 14);
-    let prefixes = extractor.extract(hir);
+    let prefixes = extractor.extract(&folded(hir));
     let Some(literals) = prefixes.literals() else {
         return false;
     };
@@ -1089,12 +1123,7 @@ mod tests {
         ];
         let (mut compared, mut found) = (0, 0);
         for rule in &rules.rules {
-            let hir = regex_syntax::ParserBuilder::new()
-                .unicode(false)
-                .utf8(false)
-                .build()
-                .parse(&from_go(&rule.source))
-                .unwrap();
+            let hir = syntax(&rule.source).unwrap();
             for round in 0..24 {
                 let mut text = Vec::new();
                 let (before, after) = around[round % around.len()];
@@ -1181,6 +1210,28 @@ regexes = ['^abx']
             "{}",
             rules.near_runs()
         );
+        // Letters' cases read as one: every rule found to start with its
+        // keywords when every case is spelled out is found so (and a few
+        // more, whose long keywords have too many cases to spell out).
+        for rule in &rules.rules {
+            let hir = syntax(&rule.source).unwrap();
+            let mut spelled = regex_syntax::hir::literal::Extractor::new();
+            spelled.limit_class(2).limit_total(1 << 14);
+            let all_cases = spelled.extract(&hir).literals().is_some_and(|l| {
+                !l.is_empty()
+                    && l.iter().all(|l| {
+                        let lower = l.as_bytes().to_ascii_lowercase();
+                        rule.keywords
+                            .iter()
+                            .any(|k| !k.is_empty() && lower.starts_with(k.as_bytes()))
+                    })
+            });
+            assert!(
+                !all_cases || starts_with_a_keyword(&hir, &rule.keywords),
+                "{}",
+                rule.id
+            );
+        }
         assert_eq!(
             rules.reach,
             rules
