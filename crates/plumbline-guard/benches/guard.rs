@@ -149,8 +149,8 @@ fn secret_check(c: &mut Criterion) {
             ))
         })
     });
-    // Reading the built-in rules (once per guard, at its first call):
-    // each rule's syntax is read for where its keywords are looked for.
+    // Reading the built-in rules (once per guard, when it starts): each
+    // rule's syntax is read for where its keywords are looked for.
     g.bench_function("parse_rules", |b| {
         let config = include_str!("../data/gitleaks.toml");
         b.iter(|| black_box(plumbline_guard::secrets::rules::Rules::parse(config).unwrap()))
@@ -248,10 +248,10 @@ fn descriptions(size: usize) -> String {
 
 /// Where the known-format check of 10 KB of real tool descriptions (the
 /// text `scripts/bench-guard` sends) spends its time: every rule, none
-/// (the keyword pass alone: its loop over the text, with nothing to
-/// find), and the rules alone whose keywords the text holds most (JWT's
-/// `ey`, searched for in the whole text; Atlassian's product names, tried
-/// at each of them).
+/// (what any text costs: its runs read and the keyword search, with
+/// nothing to find), and the rules alone whose keywords the text holds
+/// most near its long runs (JWT's `ey`, searched for in the whole text;
+/// Atlassian's product names, tried at each of them).
 fn rule_parts(c: &mut Criterion) {
     use plumbline_guard::secrets::rules::Rules;
     let body = descriptions(10 << 10);

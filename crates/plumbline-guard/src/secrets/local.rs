@@ -301,12 +301,6 @@ enum Kind {
     TokenStore,
 }
 
-/// A byte a token is made of (base64, base64url, JWT and gcloud's
-/// `1//…` refresh tokens alike).
-fn token_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/' | b'+' | b'=' | b'~')
-}
-
 impl Kind {
     /// The secret pieces of a file's bytes.
     fn pieces(self, bytes: &[u8]) -> Vec<String> {
@@ -315,7 +309,7 @@ impl Kind {
             // tokens, never the table and column names (shorter) or
             // account names (an `@`).
             return bytes
-                .split(|&b| !token_byte(b))
+                .split(|&b| !super::runs::token(b))
                 .filter(|run| run.len() >= super::fingerprints::WINDOW)
                 .map(|run| String::from_utf8_lossy(run).into_owned())
                 .collect();

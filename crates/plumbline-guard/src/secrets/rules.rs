@@ -221,8 +221,8 @@ pub struct Rule {
     pub description: String,
     source: String,
     secret_group: Option<usize>,
-    /// The rule's keywords, lower case.
-    keywords: Vec<String>,
+    /// Every match starts with one of its keywords ([`starts_with_a_keyword`]).
+    starts_with_keyword: bool,
     /// When every match starts with a keyword and holds a run of
     /// [`runs::RUN`] token bytes at most this far in: then it is looked
     /// for near such runs alone.
@@ -254,30 +254,30 @@ const MOST_DFA_BYTES: usize = 512 << 10;
 impl Rule {
     fn compiled(&self) -> Option<&Compiled> {
         self.compiled
-            .get_or_init(|| Compiled::of(&self.source, &self.keywords).ok())
+            .get_or_init(|| Compiled::of(&self.source, self.starts_with_keyword).ok())
             .as_ref()
     }
 }
 
 impl Compiled {
-    fn of(source: &str, keywords: &[String]) -> Result<Compiled, String> {
+    fn of(source: &str, starts_with_keyword: bool) -> Result<Compiled, String> {
         let regex = compile(source)?;
         Ok(Compiled {
             regex,
-            at_keywords: AtKeywords::of(source, keywords),
+            at_keywords: AtKeywords::of(source, starts_with_keyword),
         })
     }
 }
 
 impl AtKeywords {
-    fn of(source: &str, keywords: &[String]) -> Option<AtKeywords> {
+    /// For a rule whose every match starts with one of its keywords.
+    fn of(source: &str, starts_with_keyword: bool) -> Option<AtKeywords> {
         use regex_automata::dfa::{dense, StartKind};
-        let pattern = from_go(source);
-        let hir = syntax(source)?;
-        if !starts_with_a_keyword(&hir, keywords) {
+        if !starts_with_keyword {
             return None;
         }
-        let longest = hir.properties().maximum_len()?;
+        let pattern = from_go(source);
+        let longest = syntax(source)?.properties().maximum_len()?;
         let dfa = dense::Builder::new()
             .syntax(
                 regex_automata::util::syntax::Config::new()
@@ -319,20 +319,6 @@ fn syntax(source: &str) -> Option<regex_syntax::hir::Hir> {
         .build()
         .parse(&from_go(source))
         .ok()
-}
-
-/// For a rule whose every match starts with one of its keywords (each of
-/// two bytes or more) and holds a long run of token bytes: how far into
-/// the match that run starts, at the latest ([`runs::reach`]).
-fn near_runs(source: &str, keywords: &[String]) -> Option<usize> {
-    if keywords.is_empty() || keywords.iter().any(|k| k.len() < 2) {
-        return None;
-    }
-    let hir = syntax(source)?;
-    if !starts_with_a_keyword(&hir, keywords) {
-        return None;
-    }
-    runs::reach(&hir)
 }
 
 /// `hir` with each class of one letter in both cases (what `(?i)` makes
@@ -752,7 +738,17 @@ impl Rules {
             let index = rules.len();
             let source = without_leading_context(&source);
             let lower: Vec<String> = r.keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
-            let near_runs = near_runs(&source, &lower);
+            // Read once: whether every match starts with a keyword, and
+            // then (for keywords of two bytes or more) how far into it a
+            // long run starts, at the latest ([`runs::reach`]).
+            let hir = syntax(&source);
+            let starts_with_keyword = hir
+                .as_ref()
+                .is_some_and(|h| starts_with_a_keyword(h, &lower));
+            let near_runs = hir
+                .as_ref()
+                .filter(|_| starts_with_keyword && lower.iter().all(|k| k.len() >= 2))
+                .and_then(runs::reach);
             for k in &lower {
                 match near_runs {
                     Some(_) => near.add(k, index),
@@ -765,7 +761,7 @@ impl Rules {
                 description: r.description.unwrap_or_default(),
                 source,
                 secret_group: r.secret_group,
-                keywords: lower,
+                starts_with_keyword,
                 near_runs,
                 compiled: OnceLock::new(),
                 allow,
@@ -802,7 +798,7 @@ impl Rules {
         self.rules
             .iter()
             .filter_map(|r| {
-                Compiled::of(&r.source, &r.keywords)
+                Compiled::of(&r.source, r.starts_with_keyword)
                     .err()
                     .map(|e| (r.id.clone(), e))
             })
@@ -1012,16 +1008,36 @@ mod tests {
         rules
     }
 
+    impl Rules {
+        /// A rule's keywords (lower case), from the set that holds them.
+        fn keywords_of(&self, rule: usize) -> Vec<String> {
+            [&self.keywords, &self.near]
+                .iter()
+                .flat_map(|k| &k.words)
+                .filter(|(_, r)| *r == rule)
+                .map(|(w, _)| String::from_utf8_lossy(w).into_owned())
+                .collect()
+        }
+    }
+
     #[test]
     fn every_keyword_is_found_wherever_it_is_in_any_case() {
         let rules = Rules::builtin();
-        let k = &rules.keywords;
+        // Both sets: the one looked for everywhere (by the vector
+        // searcher) and the one looked for near runs (by the loop).
+        assert!(rules.keywords.packed.is_some() && rules.near.packed.is_none());
+        for k in [&rules.keywords, &rules.near] {
+            every_keyword_is_found(rules, k);
+        }
+    }
+
+    fn every_keyword_is_found(rules: &Rules, k: &Keywords) {
         let found = |text: &[u8]| {
             let mut picked = Picked::new(rules.len());
             k.find(text, &mut picked);
             // Every keyword's place is kept.
             for &(rule, at) in &picked.hits {
-                assert!(rules.rules[rule].keywords.iter().any(|w| text
+                assert!(rules.keywords_of(rule).iter().any(|w| text
                     .get(at..at + w.len())
                     .is_some_and(|t| t.eq_ignore_ascii_case(w.as_bytes()))));
             }
@@ -1213,7 +1229,8 @@ regexes = ['^abx']
         // Letters' cases read as one: every rule found to start with its
         // keywords when every case is spelled out is found so (and a few
         // more, whose long keywords have too many cases to spell out).
-        for rule in &rules.rules {
+        for (i, rule) in rules.rules.iter().enumerate() {
+            let keywords = rules.keywords_of(i);
             let hir = syntax(&rule.source).unwrap();
             let mut spelled = regex_syntax::hir::literal::Extractor::new();
             spelled.limit_class(2).limit_total(1 << 14);
@@ -1221,13 +1238,13 @@ regexes = ['^abx']
                 !l.is_empty()
                     && l.iter().all(|l| {
                         let lower = l.as_bytes().to_ascii_lowercase();
-                        rule.keywords
+                        keywords
                             .iter()
                             .any(|k| !k.is_empty() && lower.starts_with(k.as_bytes()))
                     })
             });
             assert!(
-                !all_cases || starts_with_a_keyword(&hir, &rule.keywords),
+                !all_cases || starts_with_a_keyword(&hir, &keywords),
                 "{}",
                 rule.id
             );

@@ -1,6 +1,6 @@
 //! Runs of token bytes: where in a text a rule's match can be.
 //!
-//! A secret is a run of letters, digits and a few marks (`_-+/=.`): most
+//! A secret is a run of letters, digits and a few marks (`_-+/=.~`): most
 //! rules' regexes ask for one of at least sixteen such bytes ([`RUN`]),
 //! a bounded distance after the keyword their match starts with (a key's
 //! name, an operator, then the key). Prose and code hold few runs that
@@ -19,8 +19,10 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 /// The run a rule's matches must hold to be looked for only near one.
 pub const RUN: usize = 16;
 
-/// A byte of a run: an ASCII letter or digit, or one of `_-+/=.` (the
-/// alphabets of hex, base64, base64url and most token formats).
+/// A byte of a run: an ASCII letter or digit, or one of `_-+/=.~` (the
+/// alphabets of hex, base64, base64url, HTTP's token68 and most token
+/// formats; gcloud's `1//…` refresh tokens alike).
+/// The user's token stores are read as runs of these too ([`super::local`]).
 #[inline(always)]
 pub fn token(b: u8) -> bool {
     TOKEN[usize::from(b)]
@@ -31,7 +33,8 @@ static TOKEN: [bool; 256] = {
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'+' | b'/' | b'=' | b'.');
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(c, b'_' | b'-' | b'+' | b'/' | b'=' | b'.' | b'~');
         b += 1;
     }
     t
@@ -304,7 +307,8 @@ fn mask(bytes: &[u8]) -> u64 {
         let letter = (b | 0x20).wrapping_sub(b'a') < 26;
         // `-`, `.`, `/` and the digits are 0x2d..=0x39.
         let digit_or_mark = b.wrapping_sub(b'-') < 13;
-        *f = u8::from(letter | digit_or_mark | (b == b'_') | (b == b'+') | (b == b'='));
+        let mark = (b == b'_') | (b == b'+') | (b == b'=') | (b == b'~');
+        *f = u8::from(letter | digit_or_mark | mark);
     }
     let mut m = 0u64;
     for (i, chunk) in flags.chunks_exact(8).enumerate() {
@@ -403,7 +407,7 @@ mod tests {
                     _ => next(150),
                 };
                 text.extend((0..run).map(|_| b"aZ9_-+/=."[next(9)]));
-                text.extend((0..1 + next(3)).map(|_| b" \n\"'~:@"[next(7)]));
+                text.extend((0..1 + next(3)).map(|_| b" \n\"',:@"[next(7)]));
             }
             text.truncate(len);
             let reach = [0, 5, 55, 200][round % 4];
