@@ -23,6 +23,7 @@
 
 pub mod http;
 pub mod judge;
+mod mask;
 pub mod message;
 pub mod pipe;
 mod said;

@@ -872,37 +872,52 @@ impl Lexer<'_> {
         }
         self.i += 1;
         loop {
-            // Skip to the next quote or backslash (memchr's vector search),
-            // then check the run skipped holds no control character (a
-            // loop the compiler vectorises).
-            let rest = &self.s[self.i..];
-            let Some(p) = memchr::memchr2(b'"', b'\\', rest) else {
-                self.i = self.s.len();
+            // The next 64 bytes as a mask of the bytes that stop a string's
+            // run of plain text: its end, an escape, a control character.
+            // A text of many escapes (a tool's JSON quoted, \n at each line
+            // end) is read a word at a time, each escape a few instructions,
+            // where a search restarted after each cost a call.
+            let at = self.i;
+            let word = &self.s[at..self.s.len().min(at + 64)];
+            if word.is_empty() {
                 return Err(self.err("a string does not end"));
-            };
-            if rest[..p].iter().fold(false, |any, &b| any | (b < 0x20)) {
-                self.i += rest[..p].iter().position(|&b| b < 0x20).unwrap_or(0);
-                return Err(self.err("a control character in a string"));
             }
-            self.i += p;
-            match self.s[self.i] {
-                b'"' => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                b'\\' => match self.s.get(self.i + 1) {
-                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.i += 2,
-                    Some(b'u')
-                        if self
-                            .s
-                            .get(self.i + 2..self.i + 6)
-                            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
-                    {
-                        self.i += 6
+            let mut stops = crate::mask::mask(word, |b| (b == b'"') | (b == b'\\') | (b < 0x20));
+            self.i = at + word.len();
+            while stops != 0 {
+                let p = at + stops.trailing_zeros() as usize;
+                let next = match self.s[p] {
+                    b'"' => {
+                        self.i = p + 1;
+                        return Ok(());
                     }
-                    _ => return Err(self.err("an invalid escape")),
-                },
-                _ => return Err(self.err("a control character in a string")),
+                    b'\\' => match self.s.get(p + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => p + 2,
+                        Some(b'u')
+                            if self
+                                .s
+                                .get(p + 2..p + 6)
+                                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
+                        {
+                            p + 6
+                        }
+                        _ => {
+                            self.i = p;
+                            return Err(self.err("an invalid escape"));
+                        }
+                    },
+                    _ => {
+                        self.i = p;
+                        return Err(self.err("a control character in a string"));
+                    }
+                };
+                // The escape's own bytes are not stops; one that runs past
+                // the word starts the next word after it.
+                if next - at >= 64 {
+                    self.i = next;
+                    break;
+                }
+                stops &= u64::MAX << (next - at);
             }
         }
     }
@@ -1194,5 +1209,85 @@ mod tests {
             std::ops::ControlFlow::Continue(())
         });
         assert_eq!(got, "a\u{fffd}b");
+    }
+
+    /// A string read a word at a time ends where, and fails where and
+    /// why, reading it a byte at a time does: texts drawn from pieces
+    /// that stop a run (quotes, escapes valid or not, control bytes)
+    /// around and across the 64-byte words, at every offset.
+    #[test]
+    fn strings_read_a_word_at_a_time_as_a_byte_at_a_time() {
+        // Where the string that starts at `s[0]` ends, or what stops it
+        // where.
+        fn bytewise(s: &[u8]) -> Result<usize, (&'static str, usize)> {
+            let mut i = 1;
+            loop {
+                match s.get(i) {
+                    None => return Err(("a string does not end", s.len())),
+                    Some(b'"') => return Ok(i + 1),
+                    Some(b'\\') => match s.get(i + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                        Some(b'u')
+                            if s.get(i + 2..i + 6)
+                                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) =>
+                        {
+                            i += 6
+                        }
+                        _ => return Err(("an invalid escape", i)),
+                    },
+                    Some(&b) if b < 0x20 => return Err(("a control character in a string", i)),
+                    Some(_) => i += 1,
+                }
+            }
+        }
+        let pieces: [&[u8]; 14] = [
+            b"a",
+            b"plain text ",
+            b"\\n",
+            b"\\\"",
+            b"\\\\",
+            b"\\u00e9",
+            b"\\ud83d\\ude00",
+            b"\\x",
+            b"\\u12",
+            b"\\uZZZZ",
+            b"\n",
+            b"\x1f",
+            "\u{e9}".as_bytes(),
+            b"\"",
+        ];
+        let mut draw = crate::secrets::tests::draws(11);
+        for n in 0..20_000 {
+            let mut s = vec![b' '; draw(3)];
+            s.push(b'"');
+            // Long plain stretches now and then, so that stops fall on
+            // every offset of a word and escapes cross words' ends.
+            let len = 2 + draw(300);
+            while s.len() < len {
+                let piece = pieces[draw(if n % 2 == 0 { 10 } else { pieces.len() })];
+                if draw(4) == 0 {
+                    s.extend(std::iter::repeat_n(b'x', draw(70)));
+                }
+                s.extend_from_slice(piece);
+            }
+            if draw(3) > 0 {
+                s.push(b'"');
+            }
+            let start = s.iter().position(|&b| b == b'"').unwrap();
+            let mut lx = Lexer { s: &s, i: start };
+            let got = lx.string();
+            let (want, at) = match bytewise(&s[start..]) {
+                Ok(end) => (Ok(()), start + end),
+                Err((what, at)) => (
+                    Err(Lexer {
+                        s: &s,
+                        i: start + at,
+                    }
+                    .err(what)),
+                    start + at,
+                ),
+            };
+            assert_eq!((got, lx.i), (want, at), "{:?}", String::from_utf8_lossy(&s));
+        }
     }
 }

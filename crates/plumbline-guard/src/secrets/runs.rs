@@ -299,26 +299,15 @@ pub fn near(runs: &[Range<usize>], least: usize, reach: usize, out: &mut Vec<Ran
 }
 
 /// Which of up to 64 bytes are token bytes: bit `i` for `bytes[i]`.
-/// Written so that it vectorises (no table: a gather would not).
 #[inline(always)]
 fn mask(bytes: &[u8]) -> u64 {
-    let mut flags = [0u8; 64];
-    for (f, &b) in flags.iter_mut().zip(bytes) {
+    crate::mask::mask(bytes, |b| {
         let letter = (b | 0x20).wrapping_sub(b'a') < 26;
         // `-`, `.`, `/` and the digits are 0x2d..=0x39.
         let digit_or_mark = b.wrapping_sub(b'-') < 13;
         let mark = (b == b'_') | (b == b'+') | (b == b'=') | (b == b'~');
-        *f = u8::from(letter | digit_or_mark | mark);
-    }
-    let mut m = 0u64;
-    for (i, chunk) in flags.chunks_exact(8).enumerate() {
-        let mut eight = [0u8; 8];
-        eight.copy_from_slice(chunk);
-        // Eight 0/1 bytes to eight bits, the first byte the lowest.
-        let bits = (u64::from_le_bytes(eight).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8;
-        m |= u64::from(bits) << (8 * i);
-    }
-    m
+        letter | digit_or_mark | mark
+    })
 }
 
 #[cfg(test)]
