@@ -636,6 +636,22 @@ impl Keywords {
     /// order, not overlapping) alone.
     fn find_within(&self, text: &[u8], places: &[Range<usize>], picked: &mut Picked) {
         self.pick_always(picked);
+        // A set without short keywords (those looked for near runs, not in
+        // them) reads one filter at each place, not two.
+        if self.short.is_empty() {
+            self.find_at::<false>(text, places, picked);
+        } else {
+            self.find_at::<true>(text, places, picked);
+        }
+    }
+
+    #[inline(always)]
+    fn find_at<const SHORT: bool>(
+        &self,
+        text: &[u8],
+        places: &[Range<usize>],
+        picked: &mut Picked,
+    ) {
         let mut compare = |at: usize, words: &[usize]| self.compare(text, at, words, picked);
         // Where four bytes are left to read, and where two are.
         let (fours, twos) = (text.len().saturating_sub(3), text.len().saturating_sub(1));
@@ -650,12 +666,15 @@ impl Keywords {
                     }
                 }
                 let pair = word as u16;
-                if test(&self.short_filter, spread(u32::from(pair))) {
+                if SHORT && test(&self.short_filter, spread(u32::from(pair))) {
                     if let Some(words) = self.short.get(&pair) {
                         compare(at, words);
                     }
                 }
                 at += 1;
+            }
+            if !SHORT {
+                continue;
             }
             // The last three positions: room for a short keyword only.
             let end = place.end.min(twos);
@@ -703,7 +722,10 @@ pub struct Rules {
     rules: Vec<Rule>,
     /// The keywords of the rules looked for everywhere.
     keywords: Keywords,
-    /// The keywords of the rules looked for near a long run alone
+    /// The keywords of the rules whose matches start with a long run
+    /// ([`runs::reach`] 0): looked for inside the text's long runs alone.
+    inside: Keywords,
+    /// The keywords of the other rules looked for near a long run alone
     /// ([`runs`]), and how far before a run their matches can start.
     near: Keywords,
     reach: usize,
@@ -721,7 +743,8 @@ impl Rules {
     pub fn parse(text: &str) -> Result<Rules, String> {
         let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut rules = Vec::new();
-        let (mut keywords, mut near, mut reach) = (Keywords::new(), Keywords::new(), 0);
+        let (mut keywords, mut inside, mut near, mut reach) =
+            (Keywords::new(), Keywords::new(), Keywords::new(), 0);
         for r in file.rules {
             let (Some(source), None) = (r.regex, &r.path) else {
                 // A rule for file names, or without a pattern.
@@ -751,6 +774,7 @@ impl Rules {
                 .and_then(runs::reach);
             for k in &lower {
                 match near_runs {
+                    Some(0) => inside.add(k, index),
                     Some(_) => near.add(k, index),
                     None => keywords.add(k, index),
                 }
@@ -779,6 +803,7 @@ impl Rules {
         Ok(Rules {
             rules,
             keywords,
+            inside,
             near,
             reach,
             global,
@@ -847,11 +872,19 @@ impl Rules {
         self.keywords.find(text, &mut picked);
         match long {
             Some(long) => {
+                // A match that starts with a long run starts inside one of
+                // the text's; the others at most `reach` before one.
                 let mut places = Vec::new();
+                runs::near(long, runs::RUN, 0, &mut places);
+                self.inside.find_within(text, &places, &mut picked);
+                places.clear();
                 runs::near(long, runs::RUN, self.reach, &mut places);
                 self.near.find_within(text, &places, &mut picked);
             }
-            None => self.near.find(text, &mut picked),
+            None => {
+                self.inside.find(text, &mut picked);
+                self.near.find(text, &mut picked);
+            }
         }
         let Picked {
             mut candidates,
@@ -1011,7 +1044,7 @@ mod tests {
     impl Rules {
         /// A rule's keywords (lower case), from the set that holds them.
         fn keywords_of(&self, rule: usize) -> Vec<String> {
-            [&self.keywords, &self.near]
+            [&self.keywords, &self.inside, &self.near]
                 .iter()
                 .flat_map(|k| &k.words)
                 .filter(|(_, r)| *r == rule)
@@ -1023,10 +1056,11 @@ mod tests {
     #[test]
     fn every_keyword_is_found_wherever_it_is_in_any_case() {
         let rules = Rules::builtin();
-        // Both sets: the one looked for everywhere (by the vector
-        // searcher) and the one looked for near runs (by the loop).
-        assert!(rules.keywords.packed.is_some() && rules.near.packed.is_none());
-        for k in [&rules.keywords, &rules.near] {
+        // Every set: the one looked for everywhere (by the vector
+        // searcher) and the two looked for in and near runs (by the loop).
+        assert!(rules.keywords.packed.is_some());
+        assert!(rules.inside.packed.is_none() && rules.near.packed.is_none());
+        for k in [&rules.keywords, &rules.inside, &rules.near] {
             every_keyword_is_found(rules, k);
         }
     }
