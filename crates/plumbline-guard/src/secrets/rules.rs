@@ -227,6 +227,9 @@ pub struct Rule {
     /// [`runs::RUN`] token bytes at most this far in: then it is looked
     /// for near such runs alone.
     near_runs: Option<usize>,
+    /// For those: the longest run every match holds a bounded way in
+    /// ([`runs::gate`]); the rule is tried only at keywords it opens.
+    gate: Option<runs::Gate>,
     compiled: OnceLock<Option<Compiled>>,
     allow: Vec<Allow>,
 }
@@ -768,10 +771,11 @@ impl Rules {
             let starts_with_keyword = hir
                 .as_ref()
                 .is_some_and(|h| starts_with_a_keyword(h, &lower));
-            let near_runs = hir
+            let gated = hir
                 .as_ref()
-                .filter(|_| starts_with_keyword && lower.iter().all(|k| k.len() >= 2))
-                .and_then(runs::reach);
+                .filter(|_| starts_with_keyword && lower.iter().all(|k| k.len() >= 2));
+            let near_runs = gated.and_then(runs::reach);
+            let gate = gated.and_then(runs::gate);
             for k in &lower {
                 match near_runs {
                     Some(0) => inside.add(k, index),
@@ -787,6 +791,7 @@ impl Rules {
                 secret_group: r.secret_group,
                 starts_with_keyword,
                 near_runs,
+                gate,
                 compiled: OnceLock::new(),
                 allow,
             });
@@ -911,6 +916,10 @@ impl Rules {
             }
             let starts = &hits
                 [hits.partition_point(|&(r, _)| r < i)..hits.partition_point(|&(r, _)| r <= i)];
+            // A keyword where no run the rule's matches hold is in reach
+            // is not where one starts (every place one can is in `hits`).
+            let gate = rule.gate.zip(long).filter(|_| !overflow);
+            let opens = |start: usize| gate.is_none_or(|(g, long)| g.opens(long, start));
             // Where its keywords are, when trying there reads at most
             // twice the text: the matches are those a search of the whole
             // text finds, for each of those starts at a keyword, and one
@@ -923,7 +932,7 @@ impl Rules {
             if let Some(at) = at {
                 let mut after = 0;
                 for &(_, start) in starts {
-                    if start < after {
+                    if start < after || !opens(start) {
                         continue;
                     }
                     let Some(end) = at.end(text, start) else {
@@ -934,6 +943,9 @@ impl Rules {
                         return Some(found);
                     }
                 }
+                continue;
+            }
+            if gate.is_some() && !starts.iter().any(|&(_, start)| opens(start)) {
                 continue;
             }
             // Where it matches, by the fast automaton (its literal
@@ -1251,6 +1263,10 @@ regexes = ['^abx']
         assert_eq!(reach("aws-access-token"), Some(0));
         // A name, an operator, then the key: a few dozen bytes before.
         assert!(reach("atlassian-api-token").is_some_and(|r| (30..=60).contains(&r)));
+        // Tried only where a run of its token's length is in reach.
+        let gate = |id: &str| rules.rules.iter().find(|r| r.id == id).and_then(|r| r.gate);
+        assert_eq!(gate("atlassian-api-token").map(|g| g.run), Some(24));
+        assert_eq!(gate("github-pat").map(|g| (g.run, g.reach)), Some((40, 0)));
         // A key's body may be any bytes, far from its header; a rule whose
         // keyword need not start its match: everywhere.
         assert_eq!(reach("private-key"), None);

@@ -42,7 +42,8 @@ static TOKEN: [bool; 256] = {
 
 /// What every match of a pattern holds, as bounds: lengths, its leading
 /// and trailing runs of token bytes, its longest run, and where (at the
-/// latest) a run of [`RUN`] starts in it.
+/// latest) a run of a given length (`run` in what builds it) starts in
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
     /// Every match is token bytes only.
@@ -55,8 +56,8 @@ struct Shape {
     lead: usize,
     trail: usize,
     inner: usize,
-    /// Every match holds a run of at least [`RUN`] token bytes that
-    /// starts at most this far into it.
+    /// Every match holds a run of at least `run` token bytes that starts
+    /// at most this far into it.
     first: Option<usize>,
 }
 
@@ -85,15 +86,15 @@ impl Shape {
         }
     }
 
-    fn literal(bytes: &[u8]) -> Shape {
+    fn literal(bytes: &[u8], least: usize) -> Shape {
         let lead = bytes.iter().take_while(|&&b| token(b)).count();
         let trail = bytes.iter().rev().take_while(|&&b| token(b)).count();
         let (mut inner, mut first, mut run) = (0, None, 0);
         for (i, &b) in bytes.iter().enumerate() {
             run = if token(b) { run + 1 } else { 0 };
             inner = inner.max(run);
-            if run == RUN && first.is_none() {
-                first = Some(i + 1 - RUN);
+            if run == least && first.is_none() {
+                first = Some(i + 1 - least);
             }
         }
         Shape {
@@ -108,18 +109,18 @@ impl Shape {
     }
 
     /// `self` then `next`.
-    fn then(self, next: Shape) -> Shape {
+    fn then(self, next: Shape, run: usize) -> Shape {
         let (a, b) = (self, next);
         let lead = if a.full { a.min + b.lead } else { a.lead };
         let trail = if b.full { b.min + a.trail } else { b.trail };
         let joined = a.trail + b.lead;
         // A run across the seam starts where `a`'s trailing run does: at
         // most `a.max - a.trail` in.
-        let across = (joined >= RUN)
+        let across = (joined >= run)
             .then(|| a.max.map(|m| m.saturating_sub(a.trail)))
             .flatten();
         let after = b.first.and_then(|o| a.max.map(|m| m + o));
-        let at_start = (lead >= RUN).then_some(0);
+        let at_start = (lead >= run).then_some(0);
         Shape {
             full: a.full && b.full,
             min: a.min + b.min,
@@ -159,7 +160,7 @@ impl Shape {
     }
 
     /// `sub` repeated at least `min` times, at most `max`.
-    fn repeated(sub: Shape, min: u32, max: Option<u32>) -> Shape {
+    fn repeated(sub: Shape, min: u32, max: Option<u32>, run: usize) -> Shape {
         let optional = |extra: Option<u32>| Shape {
             full: sub.full,
             max: extra.and_then(|n| sub.max.map(|m| m * n as usize)),
@@ -170,18 +171,18 @@ impl Shape {
         }
         let mut out = sub;
         for _ in 1..min {
-            out = out.then(sub);
+            out = out.then(sub, run);
         }
         if max != Some(min) {
-            out = out.then(optional(max.map(|m| m - min)));
+            out = out.then(optional(max.map(|m| m - min)), run);
         }
         out
     }
 
-    fn of(hir: &Hir) -> Shape {
+    fn of(hir: &Hir, run: usize) -> Shape {
         match hir.kind() {
             HirKind::Empty | HirKind::Look(_) => Shape::EMPTY,
-            HirKind::Literal(l) => Shape::literal(&l.0),
+            HirKind::Literal(l) => Shape::literal(&l.0, run),
             HirKind::Class(Class::Bytes(c)) => Shape::byte(
                 c.ranges().iter().all(|r| (r.start()..=r.end()).all(token)),
                 1,
@@ -192,10 +193,12 @@ impl Shape {
                     .all(|r| (r.start()..=r.end()).all(|ch| ch.is_ascii() && token(ch as u8))),
                 4,
             ),
-            HirKind::Repetition(r) => Shape::repeated(Shape::of(&r.sub), r.min, r.max),
-            HirKind::Capture(c) => Shape::of(&c.sub),
-            HirKind::Concat(parts) => parts.iter().fold(Shape::EMPTY, |s, p| s.then(Shape::of(p))),
-            HirKind::Alternation(alts) => Shape::either(alts.iter().map(Shape::of)),
+            HirKind::Repetition(r) => Shape::repeated(Shape::of(&r.sub, run), r.min, r.max, run),
+            HirKind::Capture(c) => Shape::of(&c.sub, run),
+            HirKind::Concat(parts) => parts
+                .iter()
+                .fold(Shape::EMPTY, |s, p| s.then(Shape::of(p, run), run)),
+            HirKind::Alternation(alts) => Shape::either(alts.iter().map(|a| Shape::of(a, run))),
         }
     }
 }
@@ -204,12 +207,64 @@ impl Shape {
 /// has started, at the latest; `None` when a match need not hold one (or
 /// it could start anywhere).
 pub fn reach(hir: &Hir) -> Option<usize> {
-    Shape::of(hir).first
+    Shape::of(hir, RUN).first
 }
 
 /// The longest run of token bytes every match of `hir` holds, at least.
 pub fn least_run(hir: &Hir) -> usize {
-    Shape::of(hir).inner
+    Shape::of(hir, RUN).inner
+}
+
+/// For a rule whose matches hold a run of [`RUN`] a bounded way in
+/// ([`reach`]): the longest run (`.0`, at least [`RUN`]) that every match
+/// holds a bounded way in, and how far in it starts at the latest (`.1`).
+/// A rule is tried at a place only where the text has a run that long
+/// that far on ([`Gate::opens`]): `jira_update_issue`, a tool's name in a
+/// description, is a run of 17 after the keyword `jira`, but Atlassian's
+/// token rule asks for 24.
+pub fn gate(hir: &Hir) -> Option<Gate> {
+    let first = Shape::of(hir, RUN);
+    let mut gate = Gate {
+        run: RUN,
+        reach: first.first?,
+    };
+    // The longest such run, by halving between what holds and what
+    // every match holds somewhere (only a length whose bound is read is
+    // taken, so the search need not be exact to be sound).
+    let (mut lo, mut hi) = (RUN, first.inner.max(RUN));
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        match Shape::of(hir, mid).first {
+            Some(reach) => {
+                gate = Gate { run: mid, reach };
+                lo = mid;
+            }
+            None => hi = mid - 1,
+        }
+    }
+    Some(gate)
+}
+
+/// Every match holds a run of at least `run` token bytes that starts at
+/// most `reach` into it ([`gate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gate {
+    pub run: usize,
+    pub reach: usize,
+}
+
+impl Gate {
+    /// Whether a match can start at `at`, given the text's runs `long`
+    /// (in order; all of at least [`Gate::run`] among them): whether one
+    /// of at least `run` starts at most `reach` after `at` and goes on at
+    /// least `run` past it (the match's run is part of such a run).
+    pub fn opens(&self, long: &[Range<usize>], at: usize) -> bool {
+        let from = long.partition_point(|r| r.end < at + self.run);
+        long[from..]
+            .iter()
+            .take_while(|r| r.start <= at + self.reach)
+            .any(|r| r.len() >= self.run)
+    }
 }
 
 /// The runs of token bytes in `text` at least `least` long (each whole),
@@ -321,6 +376,49 @@ mod tests {
             .build()
             .parse(re)
             .unwrap()
+    }
+
+    #[test]
+    fn a_gate_is_the_longest_run_in_reach() {
+        let gate = |re: &str| gate(&hir(re)).map(|g| (g.run, g.reach));
+        // `=` is a token byte: the key's run starts at the operator.
+        assert_eq!(gate(r"key =([a-z0-9]{32})"), Some((33, 4)));
+        assert_eq!(gate(r"ghp_[0-9a-zA-Z]{36}"), Some((40, 0)));
+        // The shorter of two branches' runs, the later of their starts.
+        assert_eq!(gate(r"k (?:[a-z]{20}|xx [a-z]{16})"), Some((16, 5)));
+        assert_eq!(gate(r"k (?:[a-z]{24}|xx [a-z]{30})"), Some((24, 5)));
+        // Atlassian's token after a name and an operator: 24, not 16.
+        assert_eq!(
+            gate(r#"(?i)jira[ \t\w.-]{0,20}[\s'"]{0,3}(?:=|:)[\x60'"\s=]{0,5}([a-z0-9]{20}[a-f0-9]{4})"#)
+                .map(|g| g.0),
+            Some(24)
+        );
+        assert_eq!(gate(r"tok [a-z]{15}"), None);
+    }
+
+    /// [`Gate::opens`] against every run, one by one.
+    #[test]
+    fn a_gate_opens_where_a_run_long_enough_is_in_reach() {
+        let mut draw = crate::secrets::tests::draws(5);
+        for _ in 0..3_000 {
+            let mut long = Vec::new();
+            let mut at = draw(20);
+            for _ in 0..draw(6) {
+                let len = 16 + draw(30);
+                long.push(at..at + len);
+                at += len + 1 + draw(40);
+            }
+            let g = Gate {
+                run: 16 + draw(20),
+                reach: draw(50),
+            };
+            for place in 0..at + 10 {
+                let want = long.iter().any(|r| {
+                    r.len() >= g.run && r.start <= place + g.reach && r.end >= place + g.run
+                });
+                assert_eq!(g.opens(&long, place), want, "{g:?} {long:?} {place}");
+            }
+        }
     }
 
     #[test]
