@@ -438,8 +438,11 @@ struct Packed {
 }
 
 impl Packed {
-    /// The text folded and searched this many bytes at a time.
-    const BLOCK: usize = 8 << 10;
+    /// The text folded and searched this many bytes at a time, in a
+    /// buffer on the stack: a call's check writes a kilobyte, not a copy
+    /// of the text (which would push what the client and the server use
+    /// out of the cache they share with the guard).
+    const BLOCK: usize = 1 << 10;
 
     /// `None` when a searcher cannot be built (no vector instructions, or
     /// too many keywords for one).
@@ -563,22 +566,22 @@ impl Keywords {
     /// [`Keywords::find`] by the vector searcher.
     fn find_packed(&self, packed: &Packed, text: &[u8], picked: &mut Picked) {
         self.pick_always(picked);
-        let mut folded = Vec::with_capacity(text.len().min(Packed::BLOCK) + 3);
+        let mut buffer = [0u8; Packed::BLOCK + 3];
         let mut block = 0;
         while block < text.len() {
             // A block and the three bytes after it: room for a prefix
             // that starts in it.
             let end = text.len().min(block + Packed::BLOCK);
-            folded.clear();
-            folded.extend(
-                text[block..text.len().min(end + 3)]
-                    .iter()
-                    .map(|b| b | 0x20),
-            );
+            let source = &text[block..text.len().min(end + 3)];
+            let folded = &mut buffer[..source.len()];
+            for (f, &b) in folded.iter_mut().zip(source) {
+                *f = b | 0x20;
+            }
+            let folded = &*folded;
             for (searcher, words) in &packed.searchers {
                 let mut from = 0;
                 while let Some(m) =
-                    searcher.find_in(&folded, aho_corasick::Span::from(from..folded.len()))
+                    searcher.find_in(folded, aho_corasick::Span::from(from..folded.len()))
                 {
                     if block + m.start() >= end {
                         break;
@@ -648,6 +651,10 @@ impl Keywords {
         }
     }
 
+    /// [`Keywords::find_within`]: the places are read 64 positions at a
+    /// time, first as a mask of where a filter lets a keyword through (a
+    /// loop without branches, its state in registers), then, at the few
+    /// positions set, the keywords compared.
     #[inline(always)]
     fn find_at<const SHORT: bool>(
         &self,
@@ -655,26 +662,38 @@ impl Keywords {
         places: &[Range<usize>],
         picked: &mut Picked,
     ) {
-        let mut compare = |at: usize, words: &[usize]| self.compare(text, at, words, picked);
         // Where four bytes are left to read, and where two are.
         let (fours, twos) = (text.len().saturating_sub(3), text.len().saturating_sub(1));
         for place in places {
             let mut at = place.start;
             let end = place.end.min(fours);
             while at < end {
-                let word = four(text, at);
-                if test(&self.long_filter, spread(word)) {
-                    if let Some(words) = self.long.get(&word) {
-                        compare(at, words);
+                let n = (end - at).min(64);
+                let (mut long, mut short) = (0u64, 0u64);
+                for (j, four) in text[at..at + n + 3].windows(4).enumerate() {
+                    let word =
+                        u32::from_le_bytes([four[0], four[1], four[2], four[3]]) | 0x2020_2020;
+                    long |= u64::from(test(&self.long_filter, spread(word))) << j;
+                    if SHORT {
+                        let pair = u32::from(word as u16);
+                        short |= u64::from(test(&self.short_filter, spread(pair))) << j;
                     }
                 }
-                let pair = word as u16;
-                if SHORT && test(&self.short_filter, spread(u32::from(pair))) {
-                    if let Some(words) = self.short.get(&pair) {
-                        compare(at, words);
+                while long != 0 {
+                    let p = at + long.trailing_zeros() as usize;
+                    if let Some(words) = self.long.get(&four(text, p)) {
+                        self.compare(text, p, words, picked);
                     }
+                    long &= long - 1;
                 }
-                at += 1;
+                while short != 0 {
+                    let p = at + short.trailing_zeros() as usize;
+                    if let Some(words) = self.short.get(&two(text, p)) {
+                        self.compare(text, p, words, picked);
+                    }
+                    short &= short - 1;
+                }
+                at += n;
             }
             if !SHORT {
                 continue;
@@ -685,7 +704,7 @@ impl Keywords {
                 let pair = two(text, at);
                 if test(&self.short_filter, spread(u32::from(pair))) {
                     if let Some(words) = self.short.get(&pair) {
-                        compare(at, words);
+                        self.compare(text, at, words, picked);
                     }
                 }
                 at += 1;
@@ -1115,6 +1134,11 @@ mod tests {
                 ] {
                     assert!(found(text.as_bytes()).contains(rule), "{text:?}");
                 }
+                // Across the end of a block the vector searcher folds.
+                for before in Packed::BLOCK - w.len()..=Packed::BLOCK {
+                    let text = format!("{}{w}", " ".repeat(before));
+                    assert!(found(text.as_bytes()).contains(rule), "{before} {w:?}");
+                }
             }
             // One byte short of the keyword: not it.
             let cut = &word[..word.len() - 1];
@@ -1131,8 +1155,10 @@ mod tests {
             "a",
             "ab",
         ] {
-            for piece in text.as_bytes().chunks(997) {
-                assert_eq!(found(piece), naive(k, piece));
+            for size in [997, 2_500] {
+                for piece in text.as_bytes().chunks(size) {
+                    assert_eq!(found(piece), naive(k, piece));
+                }
             }
         }
     }
