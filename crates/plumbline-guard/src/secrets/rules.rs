@@ -431,11 +431,18 @@ struct Keywords {
 /// distinctive keywords (the ones looked for everywhere, [`Rules`]) it
 /// costs a fifth of the loop.
 struct Packed {
-    /// Searchers of the folded first four bytes of keywords of four bytes
-    /// or more, and of the first two of shorter ones; with, for each
-    /// pattern, the keywords starting so.
-    searchers: Vec<(aho_corasick::packed::Searcher, Vec<Vec<usize>>)>,
+    /// Searchers of four folded bytes of each keyword of four bytes or
+    /// more (its rarest four, [`Packed::gram`]), and of the first two of
+    /// shorter ones; with, for each pattern, the keywords holding it and
+    /// how far into each it is.
+    searchers: Vec<(aho_corasick::packed::Searcher, Vec<Holders>)>,
+    /// The furthest into a keyword a pattern is.
+    furthest: usize,
 }
+
+/// The keywords that hold a pattern (their indexes), and how far into
+/// each it is.
+type Holders = Vec<(usize, usize)>;
 
 impl Packed {
     /// The text folded and searched this many bytes at a time, in a
@@ -444,21 +451,27 @@ impl Packed {
     /// out of the cache they share with the guard).
     const BLOCK: usize = 1 << 10;
 
+    /// How far into a keyword its pattern may be ([`Packed::gram`]).
+    const FURTHEST: usize = 28;
+
     /// `None` when a searcher cannot be built (no vector instructions, or
     /// too many keywords for one).
     fn of(words: &[(Box<[u8]>, usize)]) -> Option<Packed> {
         let mut searchers = Vec::new();
+        let mut furthest = 0;
         for prefix in [4, 2] {
-            let mut patterns: Vec<(Vec<u8>, Vec<usize>)> = Vec::new();
+            let mut patterns: Vec<(Vec<u8>, Holders)> = Vec::new();
             for (index, (word, _)) in words.iter().enumerate() {
                 let short = word.len() < 4;
                 if word.len() < 2 || short != (prefix == 2) {
                     continue;
                 }
-                let folded: Vec<u8> = word[..prefix].iter().map(|b| b | 0x20).collect();
+                let at = if short { 0 } else { Packed::gram(word) };
+                furthest = furthest.max(at);
+                let folded: Vec<u8> = word[at..at + prefix].iter().map(|b| b | 0x20).collect();
                 match patterns.iter_mut().find(|(p, _)| *p == folded) {
-                    Some((_, list)) => list.push(index),
-                    None => patterns.push((folded, vec![index])),
+                    Some((_, list)) => list.push((index, at)),
+                    None => patterns.push((folded, vec![(index, at)])),
                 }
             }
             if patterns.is_empty() {
@@ -474,7 +487,33 @@ impl Packed {
             let searcher = builder.build()?;
             searchers.push((searcher, patterns.into_iter().map(|(_, l)| l).collect()));
         }
-        Some(Packed { searchers })
+        Some(Packed {
+            searchers,
+            furthest,
+        })
+    }
+
+    /// Where in `word` (four bytes or more) its four least common bytes
+    /// in prose start: a searcher flags each place its four bytes are,
+    /// and `sourcegraph`'s `sour` is in most texts, its `grap` in few.
+    /// Letters weigh by how common they are in English, digits and marks
+    /// are rare, and a keyword's first four weigh more: they are a word
+    /// themselves more often than four from its middle (`link` of
+    /// `linkedin`, `face`, `drop`, `ente`). The first such place on a
+    /// tie.
+    fn gram(word: &[u8]) -> usize {
+        const COMMON: &[u8] = b"zqxjkvbpygfwmucldrhsnioate";
+        let weight = |b: &u8| {
+            COMMON
+                .iter()
+                .position(|c| *c == (b | 0x20))
+                .map_or(0, |p| p + 1)
+        };
+        (0..=(word.len() - 4).min(Packed::FURTHEST))
+            .min_by_key(|&at| {
+                word[at..at + 4].iter().map(weight).sum::<usize>() + if at == 0 { 20 } else { 0 }
+            })
+            .unwrap_or(0)
     }
 }
 
@@ -566,13 +605,13 @@ impl Keywords {
     /// [`Keywords::find`] by the vector searcher.
     fn find_packed(&self, packed: &Packed, text: &[u8], picked: &mut Picked) {
         self.pick_always(picked);
-        let mut buffer = [0u8; Packed::BLOCK + 3];
+        let mut buffer = [0u8; Packed::BLOCK + Packed::FURTHEST + 3];
         let mut block = 0;
         while block < text.len() {
-            // A block and the three bytes after it: room for a prefix
-            // that starts in it.
+            // A block and the bytes after it where a pattern of a
+            // keyword that starts in it can be.
             let end = text.len().min(block + Packed::BLOCK);
-            let source = &text[block..text.len().min(end + 3)];
+            let source = &text[block..text.len().min(end + packed.furthest + 3)];
             let folded = &mut buffer[..source.len()];
             for (f, &b) in folded.iter_mut().zip(source) {
                 *f = b | 0x20;
@@ -583,15 +622,15 @@ impl Keywords {
                 while let Some(m) =
                     searcher.find_in(folded, aho_corasick::Span::from(from..folded.len()))
                 {
-                    if block + m.start() >= end {
-                        break;
+                    // Each keyword whose pattern this is, where it would
+                    // start: counted in the block it starts in.
+                    for &(word, at) in &words[m.pattern().as_usize()] {
+                        if let Some(start) = (block + m.start()).checked_sub(at) {
+                            if (block..end).contains(&start) {
+                                self.compare(text, start, &[word], picked);
+                            }
+                        }
                     }
-                    self.compare(
-                        text,
-                        block + m.start(),
-                        &words[m.pattern().as_usize()],
-                        picked,
-                    );
                     from = m.start() + 1;
                 }
             }
@@ -1085,6 +1124,21 @@ mod tests {
     }
 
     #[test]
+    fn the_vector_searcher_looks_for_a_keywords_rarest_four_bytes() {
+        let gram = |w: &str| {
+            let at = Packed::gram(w.as_bytes());
+            w[at..at + 4].to_owned()
+        };
+        assert_eq!(gram("sourcegraph"), "grap");
+        assert_eq!(gram("linkedin"), "nked");
+        assert_eq!(gram("linked_in"), "ked_");
+        assert_eq!(gram("curl"), "curl");
+        // Never further in than the buffer's margin.
+        let long = "a".repeat(100);
+        assert!(Packed::gram(long.as_bytes()) <= Packed::FURTHEST);
+    }
+
+    #[test]
     fn every_keyword_is_found_wherever_it_is_in_any_case() {
         let rules = Rules::builtin();
         // Every set: the one looked for everywhere (by the vector
@@ -1135,7 +1189,7 @@ mod tests {
                     assert!(found(text.as_bytes()).contains(rule), "{text:?}");
                 }
                 // Across the end of a block the vector searcher folds.
-                for before in Packed::BLOCK - w.len()..=Packed::BLOCK {
+                for before in Packed::BLOCK - w.len() - 4..=Packed::BLOCK + 4 {
                     let text = format!("{}{w}", " ".repeat(before));
                     assert!(found(text.as_bytes()).contains(rule), "{before} {w:?}");
                 }
