@@ -30,6 +30,22 @@ mod said;
 pub mod secrets;
 pub mod stdio;
 
+/// What the unit tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    /// Draws below `n` (xorshift: the same every run, for the tests that
+    /// compare two ways of reading on many drawn texts).
+    pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
+        let mut state = seed;
+        move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        }
+    }
+}
+
 use std::time::Duration;
 
 use plumbline_lock::LockedServer;

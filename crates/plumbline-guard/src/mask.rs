@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn a_bit_for_each_byte_kept() {
-        let mut draw = crate::secrets::tests::draws(7);
+        let mut draw = crate::testing::draws(7);
         for _ in 0..2_000 {
             let len = draw(65);
             let bytes: Vec<u8> = (0..len).map(|_| draw(256) as u8).collect();

@@ -1256,7 +1256,7 @@ mod tests {
             "\u{e9}".as_bytes(),
             b"\"",
         ];
-        let mut draw = crate::secrets::tests::draws(11);
+        let mut draw = crate::testing::draws(11);
         for n in 0..20_000 {
             let mut s = vec![b' '; draw(3)];
             s.push(b'"');

@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn reading_token_runs_alone_finds_what_reading_everywhere_does() {
-        let mut next = super::super::tests::draws(0x2545_f491_4f6c_dd1du64);
+        let mut next = crate::testing::draws(0x2545_f491_4f6c_dd1du64);
         // Token bytes mostly, and some that are not (a space, `@`, a
         // quote, a colon, a line end).
         let byte = |next: &mut dyn FnMut(usize) -> usize| {

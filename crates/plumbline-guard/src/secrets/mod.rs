@@ -183,20 +183,8 @@ pub fn scan(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// Draws below `n` (xorshift: the same every run, for the tests that
-    /// compare two ways of reading on many drawn texts).
-    pub(crate) fn draws(seed: u64) -> impl FnMut(usize) -> usize {
-        let mut state = seed;
-        move |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n.max(1) as u64) as usize
-        }
-    }
 
     #[test]
     fn encodings_are_read_one_level_down() {

@@ -224,11 +224,9 @@ pub struct Rule {
     /// Every match starts with one of its keywords ([`starts_with_a_keyword`]).
     starts_with_keyword: bool,
     /// When every match starts with a keyword and holds a run of
-    /// [`runs::RUN`] token bytes at most this far in: then it is looked
-    /// for near such runs alone.
-    near_runs: Option<usize>,
-    /// For those: the longest run every match holds a bounded way in
-    /// ([`runs::gate`]); the rule is tried only at keywords it opens.
+    /// [`runs::RUN`] token bytes a bounded way in ([`runs::gate`]): it is
+    /// looked for near such runs alone, and tried only at keywords its
+    /// gate opens.
     gate: Option<runs::Gate>,
     compiled: OnceLock<Option<Compiled>>,
     allow: Vec<Allow>,
@@ -370,9 +368,17 @@ fn starts_with_a_keyword(hir: &regex_syntax::hir::Hir, keywords: &[String]) -> b
         .limit_class(2)
         .limit_total(1 << 14);
     let prefixes = extractor.extract(&folded(hir));
-    let Some(literals) = prefixes.literals() else {
-        return false;
-    };
+    prefixes
+        .literals()
+        .is_some_and(|literals| each_starts_with_a_keyword(literals, keywords))
+}
+
+/// Whether `literals` are some, each starting with one of `keywords`
+/// (ASCII case aside).
+fn each_starts_with_a_keyword(
+    literals: &[regex_syntax::hir::literal::Literal],
+    keywords: &[String],
+) -> bool {
     !literals.is_empty()
         && literals.iter().all(|l| {
             let lower = l.as_bytes().to_ascii_lowercase();
@@ -824,31 +830,29 @@ impl Rules {
             let lower: Vec<String> = r.keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
             // Read once: whether every match starts with a keyword, and
             // then (for keywords of two bytes or more) how far into it a
-            // long run starts, at the latest ([`runs::reach`]).
+            // long run starts, at the latest ([`runs::gate`]).
             let hir = syntax(&source);
             let starts_with_keyword = hir
                 .as_ref()
                 .is_some_and(|h| starts_with_a_keyword(h, &lower));
-            let gated = hir
+            let gate = hir
                 .as_ref()
-                .filter(|_| starts_with_keyword && lower.iter().all(|k| k.len() >= 2));
-            let near_runs = gated.and_then(runs::reach);
-            let gate = gated.and_then(runs::gate);
+                .filter(|_| starts_with_keyword && lower.iter().all(|k| k.len() >= 2))
+                .and_then(runs::gate);
             for k in &lower {
-                match near_runs {
+                match gate.map(|g| g.first) {
                     Some(0) => inside.add(k, index),
                     Some(_) => near.add(k, index),
                     None => keywords.add(k, index),
                 }
             }
-            reach = reach.max(near_runs.unwrap_or(0));
+            reach = reach.max(gate.map_or(0, |g| g.first));
             rules.push(Rule {
                 id: r.id,
                 description: r.description.unwrap_or_default(),
                 source,
                 secret_group: r.secret_group,
                 starts_with_keyword,
-                near_runs,
                 gate,
                 compiled: OnceLock::new(),
                 allow,
@@ -895,7 +899,7 @@ impl Rules {
 
     /// How many rules are looked for near long runs of token bytes alone.
     pub fn near_runs(&self) -> usize {
-        self.rules.iter().filter(|r| r.near_runs.is_some()).count()
+        self.rules.iter().filter(|r| r.gate.is_some()).count()
     }
 
     /// How many rules are tried only where their keywords are.
@@ -1254,7 +1258,7 @@ mod tests {
     #[test]
     fn trying_rules_where_their_keywords_are_finds_what_a_whole_search_does() {
         let rules = Rules::builtin();
-        let mut next = super::super::tests::draws(0x2545_f491_4f6c_dd1du64);
+        let mut next = crate::testing::draws(0x2545_f491_4f6c_dd1du64);
         let around: [(&str, &str); 6] = [
             ("", ""),
             (" ", "\n"),
@@ -1336,7 +1340,8 @@ regexes = ['^abx']
                 .iter()
                 .find(|r| r.id == id)
                 .unwrap_or_else(|| panic!("{id}"))
-                .near_runs
+                .gate
+                .map(|g| g.first)
         };
         // A token that starts with its keyword: in the run itself.
         assert_eq!(reach("github-pat"), Some(0));
@@ -1364,15 +1369,10 @@ regexes = ['^abx']
             let hir = syntax(&rule.source).unwrap();
             let mut spelled = regex_syntax::hir::literal::Extractor::new();
             spelled.limit_class(2).limit_total(1 << 14);
-            let all_cases = spelled.extract(&hir).literals().is_some_and(|l| {
-                !l.is_empty()
-                    && l.iter().all(|l| {
-                        let lower = l.as_bytes().to_ascii_lowercase();
-                        keywords
-                            .iter()
-                            .any(|k| !k.is_empty() && lower.starts_with(k.as_bytes()))
-                    })
-            });
+            let all_cases = spelled
+                .extract(&hir)
+                .literals()
+                .is_some_and(|l| each_starts_with_a_keyword(l, &keywords));
             assert!(
                 !all_cases || starts_with_a_keyword(&hir, &keywords),
                 "{}",
@@ -1384,7 +1384,7 @@ regexes = ['^abx']
             rules
                 .rules
                 .iter()
-                .filter_map(|r| r.near_runs)
+                .filter_map(|r| r.gate.map(|g| g.first))
                 .max()
                 .unwrap()
         );

@@ -210,33 +210,34 @@ pub fn reach(hir: &Hir) -> Option<usize> {
     Shape::of(hir, RUN).first
 }
 
-/// The longest run of token bytes every match of `hir` holds, at least.
-pub fn least_run(hir: &Hir) -> usize {
-    Shape::of(hir, RUN).inner
-}
-
 /// For a rule whose matches hold a run of [`RUN`] a bounded way in
-/// ([`reach`]): the longest run (`.0`, at least [`RUN`]) that every match
-/// holds a bounded way in, and how far in it starts at the latest (`.1`).
-/// A rule is tried at a place only where the text has a run that long
-/// that far on ([`Gate::opens`]): `jira_update_issue`, a tool's name in a
-/// description, is a run of 17 after the keyword `jira`, but Atlassian's
-/// token rule asks for 24.
+/// ([`reach`], kept as [`Gate::first`]): the longest run (at least
+/// [`RUN`]) that every match holds a bounded way in, and how far in it
+/// starts at the latest. A rule is tried at a place only where the text
+/// has a run that long that far on ([`Gate::opens`]): `jira_update_issue`,
+/// a tool's name in a description, is a run of 17 after the keyword
+/// `jira`, but Atlassian's token rule asks for 24.
 pub fn gate(hir: &Hir) -> Option<Gate> {
-    let first = Shape::of(hir, RUN);
+    let shape = Shape::of(hir, RUN);
+    let first = shape.first?;
     let mut gate = Gate {
+        first,
         run: RUN,
-        reach: first.first?,
+        reach: first,
     };
     // The longest such run, by halving between what holds and what
     // every match holds somewhere (only a length whose bound is read is
     // taken, so the search need not be exact to be sound).
-    let (mut lo, mut hi) = (RUN, first.inner.max(RUN));
+    let (mut lo, mut hi) = (RUN, shape.inner.max(RUN));
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
         match Shape::of(hir, mid).first {
             Some(reach) => {
-                gate = Gate { run: mid, reach };
+                gate = Gate {
+                    run: mid,
+                    reach,
+                    ..gate
+                };
                 lo = mid;
             }
             None => hi = mid - 1,
@@ -245,10 +246,13 @@ pub fn gate(hir: &Hir) -> Option<Gate> {
     Some(gate)
 }
 
-/// Every match holds a run of at least `run` token bytes that starts at
-/// most `reach` into it ([`gate`]).
+/// Every match holds a run of [`RUN`] token bytes that starts at most
+/// `first` into it (where its keywords are looked for, [`near`]), and one
+/// of at least `run` that starts at most `reach` into it (where it is
+/// tried, [`Gate::opens`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gate {
+    pub first: usize,
     pub run: usize,
     pub reach: usize,
 }
@@ -399,7 +403,7 @@ mod tests {
     /// [`Gate::opens`] against every run, one by one.
     #[test]
     fn a_gate_opens_where_a_run_long_enough_is_in_reach() {
-        let mut draw = crate::secrets::tests::draws(5);
+        let mut draw = crate::testing::draws(5);
         for _ in 0..3_000 {
             let mut long = Vec::new();
             let mut at = draw(20);
@@ -409,6 +413,7 @@ mod tests {
                 at += len + 1 + draw(40);
             }
             let g = Gate {
+                first: 0,
                 run: 16 + draw(20),
                 reach: draw(50),
             };
@@ -481,7 +486,7 @@ mod tests {
 
     #[test]
     fn near_is_a_byte_at_a_time_count() {
-        let mut next = super::super::tests::draws(0x9e37_79b9_7f4a_7c15u64);
+        let mut next = crate::testing::draws(0x9e37_79b9_7f4a_7c15u64);
         for round in 0..3000 {
             // Runs of every length around RUN and 64, at every place.
             let mut text = Vec::new();
